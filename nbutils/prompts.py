@@ -1,0 +1,119 @@
+"""Prompt datasets for in-context concept learning of quantifiers (seeds 000/001)."""
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from .concepts import Concept, example_space, parse_concept
+
+PHRASE = "the desired quantity"  # the hidden concept, as the seeds write it
+TEMPLATE = "There are {T} {obj}. Alice has {N} of the {T} {obj}. Does Alice have {phrase} of the {obj}?"
+CONDITIONS = ("concept_learning", "explicit")
+COLUMNS = [
+    "prompt_id", "pair_id", "concept", "family", "quantifier", "threshold", "monotonicity",
+    "condition", "n_examples", "text", "label", "query_total", "query_count", "query_noun",
+    "query_distance", "seed",
+]
+
+
+@lru_cache(maxsize=1)
+def nouns() -> tuple[str, ...]:
+    """The 100 plural nouns shipped with the module (see scripts/build_nouns.py for how they were chosen)."""
+    text = resources.files("nbutils").joinpath("data/nouns.tsv").read_text()
+    rows = [line.split("\t") for line in text.strip().splitlines()[1:]]
+    return tuple(r[1] for r in rows)
+
+
+def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None) -> str:
+    """One example line of the seed template; ``answer=None`` gives the unanswered query."""
+    line = TEMPLATE.format(T=total, N=count, obj=noun, phrase=phrase)
+    return line if answer is None else f"{line} {'Yes' if answer else 'No'}."
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: must be an integer ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, seed) -> list[Concept]:
+    """Check every generation parameter; return the parsed concepts or raise one clear ValueError."""
+    if isinstance(concepts, str) or not concepts:
+        raise ValueError(f"concepts: must be a non-empty list of strings like 'more than 1/2', got {concepts!r}")
+    parsed = [parse_concept(c) for c in concepts]
+    names = [c.name for c in parsed]
+    if len(set(names)) != len(names):
+        raise ValueError(f"concepts: duplicates are not allowed, got {names}")
+    if isinstance(conditions, str) or not conditions or any(c not in CONDITIONS for c in conditions):
+        raise ValueError(f"conditions: must be a non-empty list drawn from {list(CONDITIONS)}, got {conditions!r}")
+    if len(set(conditions)) != len(conditions):
+        raise ValueError(f"conditions: duplicates are not allowed, got {conditions!r}")
+    ppc = _check_int("prompts_per_concept", prompts_per_concept, 2)
+    if ppc % 2:
+        raise ValueError(f"prompts_per_concept: must be even (half the queries true, half false), got {ppc}")
+    n = _check_int("n_examples", n_examples, 2)
+    if n % 2:
+        raise ValueError(f"n_examples: must be even (half positive, half negative examples), got {n}")
+    _check_int("seed", seed, 0)
+    for c in parsed:
+        pos, neg = example_space(c)
+        need = n // 2 + 1  # n/2 labeled examples plus one unseen query of the same label
+        if len(pos) < need or len(neg) < need:
+            raise ValueError(
+                f"n_examples: {n} needs at least {need} positive and {need} negative scenarios for "
+                f"{c.name!r}, which has {len(pos)} and {len(neg)}; choose n_examples ≤ "
+                f"{2 * (min(len(pos), len(neg)) - 1)}"
+            )
+    return parsed
+
+
+def _slug(concept: Concept) -> str:
+    return concept.name.replace(" ", "_").replace("/", "-")
+
+
+def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int) -> list[dict]:
+    """All prompts of one concept; its own RNG stream so adding concepts never changes the others."""
+    rng = np.random.default_rng([seed, zlib.crc32(concept.name.encode())])
+    pos, neg = (np.array(s) for s in example_space(concept))
+    vocab = nouns()
+    rows = []
+    for i in range(ppc):
+        label = i % 2 == 0  # alternate, so exactly half of the queries are true
+        pi = rng.choice(len(pos), n // 2 + (1 if label else 0), replace=False)
+        ni = rng.choice(len(neg), n // 2 + (0 if label else 1), replace=False)
+        if label:
+            query, pi = pos[pi[-1]], pi[:-1]
+        else:
+            query, ni = neg[ni[-1]], ni[:-1]
+        examples = [(*pos[j], True) for j in pi] + [(*neg[j], False) for j in ni]
+        order = rng.permutation(len(examples))
+        examples = [examples[j] for j in order]
+        line_nouns = rng.choice(len(vocab), len(examples) + 1)
+        qt, qc = int(query[0]), int(query[1])
+        distance = abs(qc / qt - float(concept.value)) if concept.family == "proportional" else abs(qc - float(concept.value))
+        pair_id = f"{_slug(concept)}__{i:05d}"
+        for condition in conditions:
+            phrase = PHRASE if condition == "concept_learning" else concept.phrase
+            lines = [render_line(int(t), int(c), vocab[k], phrase, bool(a)) for (t, c, a), k in zip(examples, line_nouns)]
+            lines.append(render_line(qt, qc, vocab[line_nouns[-1]], phrase, None))
+            rows.append({
+                "prompt_id": f"{pair_id}__{condition}", "pair_id": pair_id, "concept": concept.name,
+                "family": concept.family, "quantifier": concept.quantifier, "threshold": concept.threshold,
+                "monotonicity": concept.monotonicity, "condition": condition, "n_examples": n,
+                "text": "\n".join(lines), "label": bool(label), "query_total": qt, "query_count": qc,
+                "query_noun": vocab[line_nouns[-1]], "query_distance": distance, "seed": seed,
+            })
+    return rows
+
+
+def generate_prompts(concepts, conditions=CONDITIONS, prompts_per_concept: int = 500,
+                     n_examples: int = 20, seed: int = 0) -> pd.DataFrame:
+    """Build the paired prompt dataset; the same parameters always give the same rows."""
+    parsed = validate_parameters(concepts, list(conditions), prompts_per_concept, n_examples, seed)
+    rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed)]
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.astype({"label": bool, "query_total": "int64", "query_count": "int64", "n_examples": "int64", "seed": "int64"})

@@ -1,0 +1,68 @@
+"""Model loading: parameters, quantization settings, memory checks; the CUDA paths where a GPU exists."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nbutils import models
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
+    cfg = models.quantization_config("4bit")
+    assert cfg.load_in_4bit and cfg.bnb_4bit_quant_type == "nf4"
+    assert cfg.bnb_4bit_compute_dtype == torch.bfloat16 and cfg.bnb_4bit_use_double_quant
+    assert models.quantization_config("8bit").load_in_8bit
+    assert models.quantization_config("none") is None
+    with pytest.raises(ValueError, match="^quantization:"):
+        models.quantization_config("3bit")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
+@pytest.mark.parametrize("q", ["8bit", "4bit"])
+def test_quantization_without_cuda_is_a_clear_error(tiny_model_dir, q):
+    with pytest.raises(ValueError, match=f"^quantization: '{q}' needs a CUDA GPU"):
+        models.load_model(str(tiny_model_dir), quantization=q)
+
+
+@pytest.mark.parametrize("kwargs, parameter", [
+    (dict(dtype="float8"), "dtype"), (dict(device="tpu"), "device"), (dict(threads=0), "threads"),
+    (dict(model=""), "model"), (dict(model="no-such-org/no-such-model"), "model"),
+])
+def test_bad_arguments_name_the_parameter(tiny_model_dir, kwargs, parameter):
+    args = dict(model=str(tiny_model_dir)) | kwargs
+    with pytest.raises(ValueError, match=f"^{parameter}:"):
+        models.load_model(**args)
+
+
+def test_weight_memory_estimate_and_refusal(tiny_llama):
+    n = models.count_parameters(tiny_llama.config)
+    assert n == sum(p.numel() for p in tiny_llama.parameters())
+    assert models.estimate_weight_bytes(32_000_000_000, "4bit") < models.estimate_weight_bytes(32_000_000_000, "8bit")
+    gib = 2**30
+    line = models.check_fits_gpu(32_000_000_000, "4bit", free_bytes=80 * gib)
+    assert "GiB free" in line
+    with pytest.raises(ValueError, match="^quantization: the model does not fit"):
+        models.check_fits_gpu(65_000_000_000, "bfloat16", free_bytes=80 * gib)
+
+
+def test_local_folder_loads_with_metadata(tiny_model_dir):
+    lm = models.load_model(str(tiny_model_dir), device="cpu")
+    assert lm.meta["dtype"] == "float32" and lm.meta["device"] == "cpu" and lm.meta["quantization"] == "none"
+    assert lm.meta["chat_template_available"] and lm.reference is None
+    half = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16", rescore_margin=0.5)
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    assert next(half.reference.parameters()).dtype == torch.float32
+
+
+@needs_cuda
+@pytest.mark.parametrize("q", ["8bit", "4bit"])
+def test_quantized_model_scores_on_gpu(tiny_model_dir, tiny_tokenizer, q):
+    from nbutils.prompts import generate_prompts
+    from nbutils.scoring import answer_logprobs, build_requests
+
+    lm = models.load_model(str(tiny_model_dir), quantization=q)
+    texts = generate_prompts(["more than 1/2"], prompts_per_concept=2, n_examples=4)["text"].tolist()
+    lp = answer_logprobs(lm.model, build_requests(lm.tokenizer, texts))
+    assert lp.shape == (4, 2) and torch.isfinite(torch.tensor(lp)).all()

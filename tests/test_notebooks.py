@@ -1,0 +1,100 @@
+"""Papermill smoke run of all three notebooks on small parameters with the real embedded model."""
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pandas as pd
+import pytest
+import yaml
+
+from nbutils import artifacts
+from nbutils.paths import repo_root
+from nbutils.sweep import NOTEBOOKS, execute, run_sweep
+
+ROOT = repo_root()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    run = tmp_path_factory.mktemp("ci-sweep")
+    report = run_sweep(ROOT / "params" / "ci.yaml", run_dir=str(run))
+    return run, report
+
+
+def test_sweep_runs_generate_score_analyze(swept):
+    run, report = swept
+    assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
+    assert sorted(p.name for p in (run / "notebooks").iterdir()) == [
+        "01_generate.ipynb", "02_score__smollm2-135m-instruct.ipynb", "03_analyze.ipynb"]
+    for nb in (run / "notebooks").iterdir():
+        executed = nbformat.read(nb, as_version=4)
+        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
+
+
+def test_real_model_scores_and_metadata(swept):
+    run, _ = swept
+    prompts = pd.read_parquet(run / "prompts.parquet")
+    scores = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.parquet")
+    meta = json.loads((run / "scores" / "smollm2-135m-instruct.json").read_text())
+    assert len(prompts) == 4 * 2 * 4 and len(scores) == len(prompts)
+    assert scores["logp_yes"].between(-50, 0).all() and scores["logp_no"].between(-50, 0).all()
+    assert meta["used_chat_template"] and meta["answer_strings"] == ["Yes", "No"] and meta["single_forward_pass"]
+    assert meta["revision"].startswith("gguf-sha256:") and meta["prompts_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
+    assert meta["versions"]["torch"] and meta["prompts_per_second"] > 0
+
+
+def test_analysis_outputs(swept):
+    run, _ = swept
+    for name in ("accuracy", "appendix_b", "gap_by_threshold", "gap_pooled", "mixed_model", "mcnemar",
+                 "signal_detection", "difficulty", "calibration"):
+        assert (run / "tables" / f"{name}.csv").stat().st_size > 0, name
+    for name in ("accuracy_by_threshold", "gap_forest", "difficulty_curves"):
+        assert (run / "figures" / f"{name}.png").stat().st_size > 10_000, name
+        assert (run / "figures" / f"{name}.pdf").exists()
+    appendix = pd.read_csv(run / "tables" / "appendix_b.csv")
+    assert set(appendix["row"]) == {"[more than p]", "[less than p]"} and {"1/3", "1/2"} <= set(appendix.columns)
+    summary = json.loads((run / "summary.json").read_text())
+    conds = summary["smollm2-135m-instruct"]["conditions"]
+    assert set(conds) == {"concept_learning", "explicit"}
+    assert all(-1 <= c["gap"] <= 1 and 0 <= c["p_cmh"] <= 1 for c in conds.values())
+
+
+def test_rerun_skips_and_a_failing_model_does_not_stop_the_others(swept, tmp_path):
+    run, _ = swept
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"model": "no-such-org/no-such-model"}))
+    report = run_sweep(ROOT / "params" / "ci.yaml", run_dir=str(run),
+                       models=[str(bad), str(ROOT / "params" / "models" / "smollm2-135m-instruct.yaml")])
+    assert report.skipped == ["smollm2-135m-instruct"]
+    assert list(report.failed) == ["no-such-org--no-such-model"] and "model:" in report.failed["no-such-org--no-such-model"]
+    assert report.analyzed
+    assert any("FAILED" in line for line in report.lines())
+
+
+def test_generate_notebook_reports_bad_parameters(tmp_path):
+    import papermill as pm
+
+    with pytest.raises(pm.PapermillExecutionError, match="n_examples: must be even"):
+        execute(NOTEBOOKS["generate"], tmp_path / "out.ipynb",
+                {"run_dir": str(tmp_path), "concepts": ["more than 1/2"], "n_examples": 7, "prompts_per_concept": 4})
+    assert not (tmp_path / "prompts.parquet").exists()
+
+
+def test_committed_notebooks_are_clean_and_parameterized():
+    for rel in NOTEBOOKS.values():
+        nb = nbformat.read(ROOT / rel, as_version=4)
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{rel} has outputs"
+        tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, rel
+        assert "colab.research.google.com/github/" in nb.cells[0].source and rel in nb.cells[0].source
+        assert not any("def " in c.source for c in nb.cells if c.cell_type == "code"), "no functions in notebooks"
+
+
+def test_environment_file_installs_this_package():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert env["channels"] == ["conda-forge"]
+    pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
+    assert any(line.startswith("-e") and ".[test]" in line for line in pip)
+    assert any(str(d).startswith("python") for d in env["dependencies"]) and "pip" in env["dependencies"]

@@ -1,0 +1,156 @@
+"""Scoring runs: outputs, skip, refusal to mix, resume after interruption (kill -9 too), shards, atomic writes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+
+from nbutils import artifacts
+from nbutils.models import load_model
+from nbutils.runs import SCORE_COLUMNS, load_scores, merge_shards, score_run
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model_dir):
+    return load_model(str(tiny_model_dir), device="cpu", threads=2)
+
+
+def fresh_run(tmp_path, tiny_run):
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    for name in ("prompts.parquet", "prompts.json"):
+        (run / name).write_bytes((tiny_run / name).read_bytes())
+    return run
+
+
+def test_outputs_and_sidecar(tmp_path, tiny_run, lm):
+    run = fresh_run(tmp_path, tiny_run)
+    df, meta = score_run(run, lm, progress=False)
+    files = sorted(p.name for p in (run / "scores").iterdir() if p.is_file())
+    assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".parquet")
+    assert list(df.columns) == SCORE_COLUMNS and len(df) == 24
+    assert (df["pred_yes"] == (df["logp_yes"] > df["logp_no"])).all()
+    assert (df["correct"] == (df["pred_yes"] == df["label"])).all()
+    side = artifacts.read_json(run / "scores" / files[0])
+    for key in ("model", "revision", "dtype", "quantization", "used_chat_template", "answer_strings", "device",
+                "versions", "elapsed_seconds", "prompts_per_second", "prompts_sha256"):
+        assert key in side, key
+    assert side["prompts_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
+    assert side["used_chat_template"] is True and side["answer_strings"] == ["Yes", "No"]
+    joined = load_scores(run)
+    assert len(joined) == 24 and joined["model"].nunique() == 1
+
+
+def test_rerun_is_skipped_and_other_settings_are_refused(tmp_path, tiny_run, lm, tiny_model_dir):
+    run = fresh_run(tmp_path, tiny_run)
+    df, meta = score_run(run, lm, progress=False)
+    final = next((run / "scores").glob("*.parquet"))
+    mtime = final.stat().st_mtime_ns
+    again, _ = score_run(run, lm, progress=False)
+    assert final.stat().st_mtime_ns == mtime and again.equals(df)
+    with pytest.raises(artifacts.OverwriteError, match="chat_template|used_chat_template"):
+        score_run(run, lm, chat_template="never", progress=False)
+    other = load_model(str(tiny_model_dir), dtype="bfloat16", device="cpu")
+    with pytest.raises(artifacts.OverwriteError, match="dtype"):
+        score_run(run, other, progress=False)
+    assert final.stat().st_mtime_ns == mtime, "nothing already written is touched"
+    replaced, meta2 = score_run(run, other, progress=False, overwrite=True)
+    assert meta2["dtype"] == "bfloat16"
+
+
+def test_changed_prompts_file_is_refused(tmp_path, tiny_run, lm):
+    run = fresh_run(tmp_path, tiny_run)
+    score_run(run, lm, progress=False)
+    p = pd.read_parquet(run / "prompts.parquet")
+    artifacts.write_parquet(p.iloc[::-1], run / "prompts.parquet")
+    with pytest.raises(artifacts.OverwriteError, match="prompts_sha256"):
+        score_run(run, lm, progress=False)
+
+
+def test_resume_after_interruption_matches_uninterrupted(tmp_path, tiny_run, lm):
+    a = fresh_run(tmp_path / "a", tiny_run)
+    b = fresh_run(tmp_path / "b", tiny_run)
+    full, _ = score_run(a, lm, batch_size=2, checkpoint_every=2, progress=False)
+    part, meta = score_run(b, lm, batch_size=2, checkpoint_every=2, progress=False, stop_after=5)
+    assert meta["complete"] is False and len(part) == 10
+    assert not list((b / "scores").glob("*.parquet")), "no final file from an unfinished run"
+    resumed, meta = score_run(b, lm, batch_size=2, checkpoint_every=2, progress=False)
+    assert meta["complete"] and resumed.equals(full)
+    fa, fb = next((a / "scores").glob("*.parquet")), next((b / "scores").glob("*.parquet"))
+    assert artifacts.sha256_file(fa) == artifacts.sha256_file(fb), "final file byte-identical"
+    assert not list((b / "scores" / ".partial").iterdir())
+
+
+def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
+    run = fresh_run(tmp_path, tiny_run)
+    script = textwrap.dedent(f"""
+        import sys, time
+        from nbutils import scoring
+        from nbutils.models import load_model
+        from nbutils.runs import score_run
+        real = scoring.score_batch
+        def slow(*a, **k):
+            time.sleep(0.25)
+            return real(*a, **k)
+        scoring.score_batch = slow
+        lm = load_model({str(tiny_model_dir)!r}, device="cpu", threads=1)
+        print("loaded", flush=True)
+        score_run({str(run)!r}, lm, batch_size=1, checkpoint_every=3, progress=False)
+    """)
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().strip() == b"loaded"
+    partial = run / "scores" / ".partial"
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(partial.glob("*.parquet")):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ck = pd.read_parquet(next(partial.glob("*.parquet")))
+    assert 3 <= len(ck) < 24, "killed mid-run, after at least one checkpoint"
+    lm = load_model(str(tiny_model_dir), device="cpu")
+    resumed, meta = score_run(run, lm, batch_size=1, checkpoint_every=3, progress=False)
+    ref_run = fresh_run(tmp_path / "ref", tiny_run)
+    ref, _ = score_run(ref_run, lm, batch_size=1, checkpoint_every=3, progress=False)
+    assert meta["complete"] and resumed.equals(ref)
+
+
+def test_shards_merge_into_the_unsharded_file(tmp_path, tiny_run, lm):
+    whole = fresh_run(tmp_path / "w", tiny_run)
+    sharded = fresh_run(tmp_path / "s", tiny_run)
+    full, _ = score_run(whole, lm, batch_size=2, progress=False)
+    parts = [score_run(sharded, lm, batch_size=2, shard_index=i, num_shards=3, progress=False)[0] for i in range(3)]
+    ids = [set(p["prompt_id"]) for p in parts]
+    assert sum(map(len, ids)) == 24 and len(set.union(*ids)) == 24, "disjoint and complete"
+    slug = next((whole / "scores").glob("*.parquet")).stem
+    merged, meta = merge_shards(sharded, slug)
+    assert merged.equals(full) and meta["num_shards"] == 1
+    with pytest.raises(ValueError, match="^shard_index:"):
+        score_run(sharded, lm, shard_index=3, num_shards=3)
+
+
+def test_atomic_write_never_leaves_a_truncated_file(tmp_path):
+    target = tmp_path / "x.parquet"
+    artifacts.write_parquet(pd.DataFrame({"a": [1, 2]}), target)
+    before = artifacts.sha256_file(target)
+
+    def crash(p):
+        p.write_bytes(b"PAR1 half a file")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        artifacts.atomic_write(target, crash)
+    assert artifacts.sha256_file(target) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["x.parquet"], "no temp file left behind"
+
+
+def test_missing_prompts_file_is_a_clear_error(tmp_path, lm):
+    with pytest.raises(ValueError, match="^run_dir: no prompts file"):
+        score_run(tmp_path, lm)
