@@ -69,11 +69,16 @@ def resolve_dtype(dtype: str, device: str) -> str:
 
 
 def cpu_supports_bf16() -> bool:
-    """True when this CPU has native bfloat16 matmuls (AVX512-BF16 / AMX), where bf16 is fast."""
+    """True when this CPU has native bfloat16 matmul instructions (AVX512-BF16 or AMX), where bf16 is fast.
+
+    oneDNN reports bf16 as "supported" on plain AVX-512 too, where it is emulated and ~3x slower than float32,
+    so the CPU flags decide.
+    """
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except Exception:  # noqa: BLE001 - absent on some builds
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
         return False
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
 
 
 def quantization_config(quantization: str):

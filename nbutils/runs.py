@@ -15,7 +15,8 @@ from .scoring import ANSWERS, BatchResult, build_requests, model_device, plan_ba
 
 SCORE_COLUMNS = ["prompt_id", "logp_yes", "logp_no", "margin", "pred_yes", "label", "correct", "n_tokens", "rescored"]
 IDENTITY_KEYS = ("model", "revision", "quantization", "dtype", "prompts_sha256", "used_chat_template",
-                 "answer_strings", "limit", "batch_size", "rescore_margin", "num_shards", "shard_index")
+                 "answer_strings", "limit", "batch_size", "rescore_margin", "num_shards", "shard_index", "scorer",
+                 "pll_variant")
 
 
 def select_limit(prompts: pd.DataFrame, limit: int | None) -> pd.DataFrame:

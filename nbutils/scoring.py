@@ -206,3 +206,122 @@ def naive_answer_logprobs(model, tokenizer, texts: Sequence[str], chat_template:
                 targets = torch.tensor(p + a, device=dev)[len(p):]
                 out[i, j] = logp[len(p) - 1:-1].gather(-1, targets[:, None]).sum().item()
     return out
+
+
+# ---------------------------------------------------------------- sentences: causal log-probability, masked PLL
+
+def _bos_id(tokenizer) -> int:
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if bos is None:
+        raise ValueError("tokenizer: has neither a BOS nor an EOS token to condition the first token on")
+    return bos
+
+
+def _sentence_frame(sentences: Sequence[str], token_logps: list[np.ndarray]) -> "pd.DataFrame":
+    import pandas as pd
+
+    sums = np.array([lp.sum() for lp in token_logps])
+    counts = np.array([len(lp) for lp in token_logps])
+    mean = sums / np.maximum(counts, 1)
+    return pd.DataFrame({"sentence": list(sentences), "n_tokens": counts, "sum_logprob": sums, "mean_logprob": mean,
+                         "ppl": np.exp(-mean), "token_logprobs": [lp.tolist() for lp in token_logps]})
+
+
+@torch.inference_mode()
+def sentence_logprobs(model, tokenizer, sentences: Sequence[str], batch_size: int = 16) -> "pd.DataFrame":
+    """Causal LM: per-token log-probabilities of each sentence, the first token conditioned on BOS; sum, mean, perplexity."""
+    bos = _bos_id(tokenizer)
+    seqs = [[bos] + tokenizer(s, add_special_tokens=False).input_ids for s in sentences]
+    out: list[np.ndarray] = [np.zeros(0)] * len(seqs)
+    dev = model_device(model)
+    for batch in plan_batches([len(s) for s in seqs], batch_size):
+        width = max(len(seqs[i]) for i in batch)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, i in enumerate(batch):
+            ids[row, : len(seqs[i])] = torch.tensor(seqs[i])
+            mask[row, : len(seqs[i])] = 1
+        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), use_cache=False).logits
+        logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None].to(dev))[..., 0].cpu().numpy()
+        for row, i in enumerate(batch):
+            out[i] = logp[row, : len(seqs[i]) - 1].astype(np.float64)
+    return _sentence_frame(sentences, out)
+
+
+PLL_VARIANTS = ("original", "within_word_l2r")
+
+
+def _mlm_head(model):
+    """The masked-LM head as a function of hidden states, so it runs on masked positions only (None: unknown)."""
+    if hasattr(model, "cls"):  # BERT family
+        return model.cls
+    if hasattr(model, "lm_head"):  # RoBERTa, XLM-R, DeBERTa-v2 style
+        return model.lm_head
+    if hasattr(model, "head") and hasattr(model, "decoder"):  # ModernBERT
+        return lambda h: model.decoder(model.head(h))
+    if hasattr(model, "vocab_projector"):  # DistilBERT
+        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
+    return None
+
+
+def masked_copies(tokenizer, sentence: str, variant: str = "original") -> tuple[list[int], list[tuple[int, list[int]]]]:
+    """Token ids with special tokens, and per scored token (position, positions to mask).
+
+    ``original`` masks the one token (Salazar et al. 2020); ``within_word_l2r`` also masks the tokens to its right
+    in the same word (Kauf & Ivanova 2023), so a word's later pieces cannot give its earlier ones away.
+    """
+    if variant not in PLL_VARIANTS:
+        raise ValueError(f"variant: must be one of {list(PLL_VARIANTS)}, got {variant!r}")
+    enc = tokenizer(sentence, return_special_tokens_mask=True)
+    ids, special, words = enc["input_ids"], enc["special_tokens_mask"], enc.word_ids()
+    copies = []
+    for i, tok in enumerate(ids):
+        if special[i]:
+            continue
+        masked = [i]
+        if variant == "within_word_l2r" and words[i] is not None:
+            masked += [j for j in range(i + 1, len(ids)) if words[j] == words[i] and not special[j]]
+        copies.append((i, masked))
+    return list(ids), copies
+
+
+@torch.inference_mode()
+def pseudo_logprobs(model, tokenizer, sentences: Sequence[str], variant: str = "original",
+                    batch_size: int = 64) -> "pd.DataFrame":
+    """Masked LM: pseudo-log-likelihood per sentence (sum of each token's log-prob when masked), batched over copies."""
+    if tokenizer.mask_token_id is None:
+        raise ValueError("model: pseudo-log-likelihood needs a masked LM whose tokenizer has a mask token")
+    head = _mlm_head(model)
+    base = model.base_model if head is not None else None
+    dev = model_device(model)
+    rows = []  # (sentence index, masked input ids, target position, target id)
+    for s_idx, s in enumerate(sentences):
+        ids, copies = masked_copies(tokenizer, s, variant)
+        for pos, masked in copies:
+            inp = list(ids)
+            for j in masked:
+                inp[j] = tokenizer.mask_token_id
+            rows.append((s_idx, inp, pos, ids[pos]))
+    token_lps: list[list[float]] = [[] for _ in sentences]
+    pad = tokenizer.pad_token_id or 0
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start: start + batch_size]
+        width = max(len(r[1]) for r in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for k, r in enumerate(chunk):
+            ids[k, : len(r[1])] = torch.tensor(r[1])
+            mask[k, : len(r[1])] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = torch.tensor([r[2] for r in chunk], device=dev)
+        tgt = torch.tensor([r[3] for r in chunk], device=dev)
+        arange = torch.arange(len(chunk), device=dev)
+        if head is not None:
+            hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state[arange, pos]
+            logits = head(hidden)
+        else:
+            logits = model(input_ids=ids, attention_mask=mask).logits[arange, pos]
+        lp = logits.float().log_softmax(-1).gather(-1, tgt[:, None])[:, 0].cpu().numpy()
+        for k, r in enumerate(chunk):
+            token_lps[r[0]].append(float(lp[k]))
+    return _sentence_frame(sentences, [np.array(t) for t in token_lps])

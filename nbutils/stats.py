@@ -132,7 +132,8 @@ def _design(g: pd.DataFrame) -> tuple[pd.DataFrame, str, list[str]]:
 def mixed_model(df: pd.DataFrame) -> pd.DataFrame:
     """Per model: Bayesian mixed logistic regression ``correct ~ upward * explicit`` + random intercepts for threshold.
 
-    Fitted with statsmodels' BinomialBayesMixedGLM (variational Bayes); a GEE logit clustered by threshold gives
+    Random intercepts for threshold and, where it varies, the query's noun. Fitted with statsmodels'
+    BinomialBayesMixedGLM (variational Bayes); a GEE logit clustered by threshold gives
     frequentist p-values. Coefficients are log-odds; ``upward:explicit`` < 0 means the gap shrinks when explicit.
     """
     import statsmodels.api as sm
@@ -152,11 +153,17 @@ def mixed_model(df: pd.DataFrame) -> pd.DataFrame:
             warnings.simplefilter("ignore")
             bayes, gee = None, None
             try:
-                if n_clusters > 1:
-                    fit = BinomialBayesMixedGLM.from_formula(formula, {"threshold": "0 + C(cluster)"}, d).fit_vb()
+                vc = {"threshold": "0 + C(cluster)"} if n_clusters > 1 else {}
+                if "query_noun" in d and d["query_noun"].nunique() > 1:
+                    vc["noun"] = "0 + C(query_noun)"  # the query's noun, crossed with threshold
+                if n_clusters == 1:
+                    notes.append("one threshold: no random intercept for threshold")
+                if vc:
+                    fit = BinomialBayesMixedGLM.from_formula(formula, vc, d).fit_vb()
                     bayes = pd.DataFrame({"mean": fit.fe_mean, "sd": fit.fe_sd}, index=fit.model.exog_names)
+                    base["random_effects"] = ", ".join(f"{k} (sd {np.exp(m):.3f})" for k, m in zip(vc, fit.vcp_mean))
                 else:
-                    notes.append("one threshold: random intercepts not identifiable, plain logistic GLM instead")
+                    notes.append("no grouping identifiable: plain logistic GLM instead of a mixed model")
                     fit = smf.glm(formula, d, family=sm.families.Binomial()).fit()
                     bayes = pd.DataFrame({"mean": fit.params, "sd": fit.bse})
             except Exception as err:  # noqa: BLE001 - reported in the table, never a crash

@@ -9,13 +9,27 @@ from pathlib import Path
 import yaml
 
 from . import artifacts
-from .paths import model_slug, prompts_path, resolve
+from .paths import model_slug, resolve
 
-NOTEBOOKS = {"generate": "notebooks/01_generate.ipynb", "score": "notebooks/02_score.ipynb",
-             "analyze": "notebooks/03_analyze.ipynb"}
-MODEL_KEYS = {"model", "revision", "quantization", "dtype", "device", "chat_template", "batch_size", "threads",
-              "rescore_margin", "limit", "checkpoint_every", "shard_index", "num_shards", "overwrite"}
-DATASET_KEYS = {"concepts", "conditions", "prompts_per_concept", "n_examples", "seed", "overwrite"}
+STUDIES = {
+    "monotonicity": {
+        "notebooks": {"generate": "notebooks/01_generate.ipynb", "score": "notebooks/02_score.ipynb",
+                      "analyze": "notebooks/03_analyze.ipynb"},
+        "dataset_file": "prompts.parquet",
+        "dataset_keys": {"concepts", "conditions", "prompts_per_concept", "n_examples", "seed", "overwrite"},
+        "model_keys": {"model", "revision", "quantization", "dtype", "device", "chat_template", "batch_size", "threads",
+                       "rescore_margin", "limit", "checkpoint_every", "shard_index", "num_shards", "overwrite"},
+    },
+    "negation": {
+        "notebooks": {"generate": "notebooks/negation/01_stimuli.ipynb", "score": "notebooks/negation/02_score.ipynb",
+                      "analyze": "notebooks/negation/03_analyze.ipynb"},
+        "dataset_file": "stimuli.parquet",
+        "dataset_keys": {"stimuli_csv", "structures", "synonyms", "max_roots", "overwrite"},
+        "model_keys": {"model", "revision", "quantization", "dtype", "device", "threads", "masked", "pll_variant",
+                       "batch_size", "overwrite"},
+    },
+}
+NOTEBOOKS = STUDIES["monotonicity"]["notebooks"]
 
 
 @dataclass
@@ -58,21 +72,27 @@ def execute(notebook: str, output: Path, parameters: dict, kernel: str | None = 
                         cwd=str(resolve(".")), progress_bar=progress, log_output=False)
 
 
-def already_scored(run_dir: Path, params: dict) -> bool:
-    """True when a complete score file exists for this model and precision on the current prompts file."""
+def already_scored(run_dir: Path, params: dict, dataset_file: str = "prompts.parquet") -> bool:
+    """True when a complete score file exists for this model and precision on the current dataset file."""
     sidecar = run_dir / "scores" / f"{model_slug(params['model'])}.json"
-    if not sidecar.exists() or not prompts_path(run_dir).exists():
+    data = run_dir / dataset_file
+    if not sidecar.exists() or not data.exists():
         return False
     meta = artifacts.read_json(sidecar)
     same = all(meta.get(k) == params[k] for k in ("quantization", "limit") if k in params)
-    return bool(meta.get("complete")) and same and meta.get("prompts_sha256") == artifacts.sha256_file(prompts_path(run_dir))
+    return bool(meta.get("complete")) and same and meta.get("prompts_sha256") == artifacts.sha256_file(data)
 
 
 def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
               models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
               n_boot: int | None = None) -> SweepReport:
     """Generate once, score once per model file (failures reported, not fatal), then analyze."""
-    cfg = load_yaml(sweep_file, {"run_dir", "dataset", "models", "analyze"}, "sweep") if sweep_file else {}
+    cfg = load_yaml(sweep_file, {"study", "run_dir", "dataset", "models", "analyze"}, "sweep") if sweep_file else {}
+    study_name = cfg.get("study", "monotonicity")
+    if study_name not in STUDIES:
+        raise ValueError(f"study: must be one of {list(STUDIES)}, got {study_name!r}")
+    study = STUDIES[study_name]
+    notebooks = study["notebooks"]
     run_dir = run_dir or cfg.get("run_dir")
     dataset = dataset or cfg.get("dataset")
     models = list(models or cfg.get("models") or [])
@@ -81,25 +101,25 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     run = resolve(run_dir)
     nbdir = run / "notebooks"
     report = SweepReport(run)
-    ds = load_yaml(dataset, DATASET_KEYS, "dataset")
-    model_params = [load_yaml(m, MODEL_KEYS, "model") for m in models]
+    ds = load_yaml(dataset, study["dataset_keys"], "dataset")
+    model_params = [load_yaml(m, study["model_keys"], "model") for m in models]
     for m, p in zip(models, model_params):
         if "model" not in p:
             raise ValueError(f"model: {m} does not name a `model`")
-        if limit is not None:
+        if limit is not None and "limit" in study["model_keys"]:
             p["limit"] = limit
-    print(f"[sweep] generate → {run / 'prompts.parquet'}", flush=True)
-    execute(NOTEBOOKS["generate"], nbdir / "01_generate.ipynb", dict(ds, run_dir=str(run)), kernel)
+    print(f"[sweep] {study_name}: generate → {run / study['dataset_file']}", flush=True)
+    execute(notebooks["generate"], nbdir / Path(notebooks["generate"]).name, dict(ds, run_dir=str(run)), kernel)
     for p in model_params:
         slug = model_slug(p["model"])
-        if not p.get("overwrite") and already_scored(run, p):
+        if not p.get("overwrite") and already_scored(run, p, study["dataset_file"]):
             print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
             report.skipped.append(slug)
             continue
         print(f"[sweep] score {slug}", flush=True)
         t0 = time.perf_counter()
         try:
-            execute(NOTEBOOKS["score"], nbdir / f"02_score__{slug}.ipynb", dict(p, run_dir=str(run)), kernel)
+            execute(notebooks["score"], nbdir / f"02_score__{slug}.ipynb", dict(p, run_dir=str(run)), kernel)
             report.scored.append(slug)
             print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
         except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
@@ -112,6 +132,6 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
         if n_boot is not None:
             analyze_params["n_boot"] = n_boot
         print("[sweep] analyze", flush=True)
-        execute(NOTEBOOKS["analyze"], nbdir / "03_analyze.ipynb", analyze_params, kernel)
+        execute(notebooks["analyze"], nbdir / Path(notebooks["analyze"]).name, analyze_params, kernel)
         report.analyzed = True
     return report

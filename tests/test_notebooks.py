@@ -82,7 +82,9 @@ def test_generate_notebook_reports_bad_parameters(tmp_path):
 
 
 def test_committed_notebooks_are_clean_and_parameterized():
-    for rel in NOTEBOOKS.values():
+    paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").rglob("*.ipynb"))
+    assert len(paths) == 6 and set(NOTEBOOKS.values()) <= set(paths)
+    for rel in paths:
         nb = nbformat.read(ROOT / rel, as_version=4)
         assert nb.metadata["kernelspec"]["name"] == "python3"
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{rel} has outputs"
@@ -98,3 +100,16 @@ def test_environment_file_installs_this_package():
     pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
     assert any(line.startswith("-e") and ".[test]" in line for line in pip)
     assert any(str(d).startswith("python") for d in env["dependencies"]) and "pip" in env["dependencies"]
+
+
+def test_embedded_model_second_load_is_fast(swept):
+    """The GGUF is dequantized once (by the sweep above) and cached; a later load takes < 5 s."""
+    import time
+
+    from nbutils.models import cache_dir, load_model
+
+    t = time.perf_counter()
+    lm = load_model("smollm2-135m-instruct", device="cpu")
+    elapsed = time.perf_counter() - t
+    assert elapsed < 5.0, elapsed
+    assert str(cache_dir()) in lm.meta["dequantized_cache"] and lm.meta["model_file_sha256"]

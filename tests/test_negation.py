@@ -1,0 +1,123 @@
+"""Negation-bias probe: stimulus expansion, the user CSV loader, the mixed models, and a papermill smoke run."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nbutils import negation
+from nbutils.paths import repo_root
+
+
+def test_expansion_counts_and_completeness():
+    roots = negation.load_roots()
+    assert len(roots) >= 40 and roots["category"].nunique() >= 4
+    s = negation.expand_stimuli(roots)
+    items = s["item_id"].nunique()
+    assert items == len(roots) * 2 * 4 and items >= 300
+    assert (s.groupby("item_id").size() == 4).all()
+    assert (s.groupby("item_id")["condition"].apply(set) == {"SA", "SN", "NA", "NN"}).all()
+    assert s["sentence"].is_unique
+    aff, neg = s[s.form == "affirmative"], s[s.form == "negated"]
+    assert not aff["sentence"].str.contains(r"\bnot\b").any() and neg["sentence"].str.contains(r"\bis not\b").all()
+    words = s.assign(n=s["sentence"].str.split().str.len()).pivot_table(index=["item_id", "context"], columns="form", values="n")
+    assert (words["affirmative"] == words["negated"]).all(), "the adverb keeps both forms the same length in words"
+
+
+def test_structures_render_as_the_seed_describes():
+    roots = negation.load_roots().head(1)
+    s = negation.expand_stimuli(roots, synonyms=False).set_index(["structure", "condition"])["sentence"]
+    assert s["because", "SA"] == "The priest brings the found money to the police because the priest is truly honest."
+    assert s["who", "SN"] == "The priest, who brings the found money to the police, is not sneaky."
+    assert s["which_means", "NA"] == "The drug addict brings the found money to the police, which means the drug addict is truly honest."
+    assert s["thats_why", "NN"] == "The drug addict is not sneaky, that's why the drug addict brings the found money to the police."
+    with pytest.raises(ValueError, match="^structures:"):
+        negation.expand_stimuli(roots, structures=["since"])
+
+
+def write_csv(tmp_path, df):
+    p = tmp_path / "stimuli.csv"
+    df.to_csv(p, index=False)
+    return p
+
+
+def test_user_csv_loads_and_bad_files_name_the_row(tmp_path):
+    good = negation.expand_stimuli(negation.load_roots().head(2), structures=["because"])[["item_id", "context", "form", "sentence"]]
+    loaded = negation.load_stimuli_csv(write_csv(tmp_path, good))
+    assert len(loaded) == len(good) and set(loaded["condition"]) == {"SA", "SN", "NA", "NN"}
+    with pytest.raises(ValueError, match=r"^stimuli_csv: .*lacks columns \['form'\]"):
+        negation.load_stimuli_csv(write_csv(tmp_path, good.drop(columns="form")))
+    with pytest.raises(ValueError, match=r"^stimuli_csv: item 'r01-original-because' \(first at row 2\) has 3 of the 4 cells"):
+        negation.load_stimuli_csv(write_csv(tmp_path, good.drop(index=1)))
+    bad = good.copy()
+    bad.loc[5, "context"] = "neutral"
+    with pytest.raises(ValueError, match=r"^stimuli_csv: row 7 has context='neutral'"):
+        negation.load_stimuli_csv(write_csv(tmp_path, bad))
+    with pytest.raises(ValueError, match="^stimuli_csv: .* does not exist"):
+        negation.load_stimuli_csv(tmp_path / "nope.csv")
+
+
+def simulate(interaction: float, seed: int, n_roots: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for r in range(n_roots):
+        u, v = rng.normal(0, 6), rng.normal(0, 2)
+        for k in range(4):
+            for context in ("consistent", "inconsistent"):
+                for form in ("affirmative", "negated"):
+                    c, f = context == "consistent", form == "affirmative"
+                    ppl = 60 + u + (3 + v) * c + 4 * f + interaction * c * f + rng.normal(0, 4)
+                    rows.append({"model": "sim", "root_id": f"r{r}", "item_id": f"r{r}-{k}", "context": context,
+                                 "form": form, "ppl": ppl, "n_tokens": 12 + int(f) + int(rng.integers(0, 4)),
+                                 "token_diff_neg_minus_aff": 0,
+                                 "condition": negation.CONDITIONS[(context, form)]})
+    d = pd.DataFrame(rows)
+    return d.assign(log_ppl=np.log(d["ppl"]))
+
+
+def test_mixed_model_recovers_a_planted_interaction():
+    table, info = negation.fit_lmm(simulate(-8.0, seed=1))
+    inter = table.set_index("term").loc["context × form"]
+    assert info["converged"] and inter["p"] < 0.001 and abs(inter["coef"] + 8) < 3 * inter["se"]
+    assert inter["stars"] == "***"
+
+
+def test_mixed_model_finds_none_when_none_is_planted():
+    table, info = negation.fit_lmm(simulate(0.0, seed=2))
+    inter = table.set_index("term").loc["context × form"]
+    assert info["converged"] and inter["p"] > 0.05 and inter["ci_low"] < 0 < inter["ci_high"]
+
+
+def test_three_specifications_and_agreement():
+    coefs, agree = negation.lmm_tables(simulate(-8.0, seed=3))
+    assert set(coefs["spec"]) == {"ppl", "log_ppl", "log_ppl+tokens"}
+    assert "n_tokens" in set(coefs[coefs.spec == "log_ppl+tokens"]["term"])
+    assert agree.iloc[0]["interaction_conclusions_agree"] and agree.iloc[0]["interaction_ppl"] == "negative, p < .05"
+    t1 = negation.seed_table(coefs)
+    assert list(t1["term"]) == ["context", "form", "context × form"] and t1["cell"].iloc[2].endswith("***")
+
+
+def test_degenerate_data_is_flagged_not_reported_as_valid():
+    d = simulate(0.0, seed=4).assign(ppl=50.0, log_ppl=np.log(50.0))
+    coefs, agree = negation.lmm_tables(d)
+    assert not coefs["valid"].any()
+    assert agree.iloc[0]["specs_converged"] == 0 and not agree.iloc[0]["interaction_conclusions_agree"]
+
+
+def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
+    from nbutils.sweep import run_sweep
+
+    report = run_sweep(repo_root() / "params" / "negation_ci.yaml", run_dir=str(tmp_path))
+    assert report.scored == ["smollm2-135m-instruct"] and report.analyzed and not report.failed
+    scores = pd.read_parquet(tmp_path / "scores" / "smollm2-135m-instruct.parquet")
+    assert len(scores) == 6 * 2 * 2 * 4 and (scores["ppl"] > 1).all()
+    assert {"token_diff_neg_minus_aff", "n_tokens", "log_ppl"} <= set(scores.columns)
+    meta = json.loads((tmp_path / "scores" / "smollm2-135m-instruct.json").read_text())
+    assert meta["scorer"] == "perplexity" and 0 <= meta["share_equal_token_length"] <= 1
+    assert (tmp_path / "tables" / "table1_ppl.csv").exists() and (tmp_path / "figures" / "interaction.png").exists()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == [
+        "01_stimuli.ipynb", "02_score__smollm2-135m-instruct.ipynb", "03_analyze.ipynb"]
