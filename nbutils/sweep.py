@@ -79,7 +79,9 @@ def already_scored(run_dir: Path, params: dict, dataset_file: str = "prompts.par
     if not sidecar.exists() or not data.exists():
         return False
     meta = artifacts.read_json(sidecar)
-    same = all(meta.get(k) == params[k] for k in ("quantization", "limit") if k in params)
+    explicit = {k: v for k, v in params.items() if k in ("quantization", "limit", "dtype", "revision", "rescore_margin")
+                and not (k == "dtype" and v == "auto") and not (k == "revision" and v is None)}
+    same = all(meta.get(k) == v for k, v in explicit.items())
     return bool(meta.get("complete")) and same and meta.get("prompts_sha256") == artifacts.sha256_file(data)
 
 

@@ -113,3 +113,14 @@ def test_embedded_model_second_load_is_fast(swept):
     elapsed = time.perf_counter() - t
     assert elapsed < 5.0, elapsed
     assert str(cache_dir()) in lm.meta["dequantized_cache"] and lm.meta["model_file_sha256"]
+
+
+def test_sweep_skip_check_respects_precision(swept):
+    from nbutils.sweep import already_scored
+
+    run, _ = swept
+    assert already_scored(run, {"model": "smollm2-135m-instruct", "quantization": "none", "dtype": "auto"})
+    assert already_scored(run, {"model": "smollm2-135m-instruct", "dtype": "float32"})
+    assert not already_scored(run, {"model": "smollm2-135m-instruct", "dtype": "bfloat16"})
+    assert not already_scored(run, {"model": "smollm2-135m-instruct", "limit": 2})
+    assert not already_scored(run, {"model": "another-model"})
