@@ -31,8 +31,3 @@ def model_slug(model: str) -> str:
 def prompts_path(run_dir: str | Path) -> Path:
     """The dataset file of a run."""
     return resolve(run_dir) / "prompts.parquet"
-
-
-def scores_path(run_dir: str | Path, slug: str) -> Path:
-    """One model's scores in a run."""
-    return resolve(run_dir) / "scores" / f"{slug}.parquet"

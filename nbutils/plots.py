@@ -3,14 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "inline")) else None
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from .stats import threshold_value  # noqa: E402
+from .stats import threshold_value
 
 PALETTE = {"upward": "#1f77b4", "downward": "#d62728"}
 
