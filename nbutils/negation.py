@@ -109,7 +109,7 @@ def write_stimuli(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool =
 def score_stimuli(run_dir, lm, masked: bool = False, variant: str = "original", batch_size: int = 32,
                   overwrite: bool = False) -> tuple[pd.DataFrame, dict]:
     """Perplexity (causal) or pseudo-perplexity (masked) of every sentence → ``{run_dir}/scores/{slug}.parquet``."""
-    from .runs import _check_existing, _identity
+    from .runs import check_existing, identity
     from .scoring import pseudo_logprobs, sentence_logprobs
 
     run = resolve(run_dir)
@@ -121,7 +121,7 @@ def score_stimuli(run_dir, lm, masked: bool = False, variant: str = "original", 
                 pll_variant=variant if masked else None, used_chat_template=False, answer_strings=None, limit=None,
                 batch_size=batch_size, num_shards=1, shard_index=0)
     final = run / "scores" / f"{model_slug(lm.meta['model'])}.parquet"
-    old = _check_existing(final.with_suffix(".json"), _identity(meta), "scores", overwrite)
+    old = check_existing(final.with_suffix(".json"), identity(meta), "scores", overwrite)
     if old is not None and final.exists():
         return pd.read_parquet(final), old
     t0 = time.perf_counter()
@@ -230,19 +230,19 @@ def seed_table(coefs: pd.DataFrame, spec: str = "ppl") -> pd.DataFrame:
     return t[["model", "term", "cell", "p", "ci", "valid"]].reset_index(drop=True)
 
 
-def predicted_cells(scores: pd.DataFrame, outcome: str = "ppl") -> pd.DataFrame:
-    """Model-predicted outcome for the four cells (fixed effects only), for the interaction plot."""
+def predicted_cells(coefs: pd.DataFrame, spec: str = "ppl") -> pd.DataFrame:
+    """Model-predicted outcome for the four cells (fixed effects only) from ``lmm_tables``' coefficients."""
     rows = []
-    for model, g in scores.groupby("model", sort=False):
-        table, info = fit_lmm(g, outcome)
-        if table.empty:
+    for model, g in coefs[coefs["spec"] == spec].groupby("model", sort=False):
+        if "term" not in g or g["term"].isna().all():
             continue
-        b = dict(zip(table["term"], table["coef"]))
+        b = dict(zip(g["term"], g["coef"]))
         for context in (0.0, 1.0):
             for form in (0.0, 1.0):
                 y = b["Intercept"] + b["context"] * context + b["form"] * form + b["context × form"] * context * form
                 rows.append({"model": model, "context": "consistent" if context else "inconsistent",
-                             "form": "affirmative" if form else "negated", "predicted": y, "converged": info["converged"]})
+                             "form": "affirmative" if form else "negated", "predicted": y,
+                             "converged": bool(g["valid"].all())})
     return pd.DataFrame(rows)
 
 
@@ -290,7 +290,7 @@ def analyze_negation(run_dir) -> dict:
     for name in ("table1_ppl", "table1_log_ppl"):
         tex = tables[name].to_latex(index=False, float_format="%.3g")
         artifacts.atomic_write(run / "tables" / f"{name}.tex", lambda p, s=tex: p.write_text(s))
-    pred = predicted_cells(scores)
+    pred = predicted_cells(coefs)
     tables["predicted"] = pred
     if not pred.empty:
         fig = interaction_plot(pred)

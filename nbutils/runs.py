@@ -35,7 +35,8 @@ def output_paths(run_dir, slug: str, shard_index: int = 0, num_shards: int = 1) 
     return scores / f"{name}.parquet", scores / ".partial" / f"{name}.parquet"
 
 
-def _identity(meta: dict) -> dict:
+def identity(meta: dict) -> dict:
+    """The fields that must match for two score files to be the same experiment."""
     return {k: meta.get(k) for k in IDENTITY_KEYS}
 
 
@@ -44,17 +45,17 @@ def _describe_mismatch(old: dict, new: dict) -> str:
     return "; ".join(diff)
 
 
-def _check_existing(sidecar: Path, identity: dict, what: str, overwrite: bool) -> dict | None:
-    """The existing metadata if it matches ``identity``; OverwriteError if it differs and overwrite is off."""
+def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> dict | None:
+    """The existing metadata if it matches ``expected``; OverwriteError if it differs and overwrite is off."""
     if not sidecar.exists():
         return None
     old = artifacts.read_json(sidecar)
-    if _identity(old) == identity:
+    if identity(old) == expected:
         return old
     if overwrite:
         return None
     raise OverwriteError(f"{what} {sidecar.with_suffix('.parquet')} was made differently "
-                         f"({_describe_mismatch(old, identity)}); pass overwrite=True to replace it")
+                         f"({_describe_mismatch(old, expected)}); pass overwrite=True to replace it")
 
 
 def _frame(prompts: pd.DataFrame, req_lengths: list[int], done: dict[int, tuple[np.ndarray, bool]]) -> pd.DataFrame:
@@ -95,17 +96,17 @@ def score_run(run_dir, lm: LoadedModel, *, chat_template: str = "auto", batch_si
                 answer_strings=list(req.answer_strings), answer_token_ids=req.answer_ids, limit=limit,
                 batch_size=batch_size, num_shards=num_shards, shard_index=shard_index,
                 single_forward_pass=req.single_token)
-    identity = _identity(meta)
+    expected = identity(meta)
     slug = model_slug(lm.meta["model"])
     final, partial = output_paths(run_dir, slug, shard_index, num_shards)
-    old = _check_existing(final.with_suffix(".json"), identity, "scores", overwrite)
+    old = check_existing(final.with_suffix(".json"), expected, "scores", overwrite)
     if old is not None and final.exists():
         return pd.read_parquet(final), old
     lengths = [len(p) for p in req.prompt_ids]
     batches = plan_batches(lengths, batch_size, str(model_device(lm.model)))[shard_index::num_shards]
     done: dict[int, tuple[np.ndarray, bool]] = {}
     elapsed_before = 0.0
-    if _check_existing(partial.with_suffix(".json"), identity, "checkpoint", overwrite) is not None and partial.exists():
+    if check_existing(partial.with_suffix(".json"), expected, "checkpoint", overwrite) is not None and partial.exists():
         pos = {pid: i for i, pid in enumerate(prompts["prompt_id"])}
         ck = pd.read_parquet(partial)
         for row in ck.itertuples(index=False):
@@ -160,9 +161,9 @@ def merge_shards(run_dir, slug: str, overwrite: bool = False) -> tuple[pd.DataFr
     got = sorted(m["shard_index"] for m in metas)
     if got != list(range(n)) or any(not m.get("complete") for m in metas):
         raise ValueError(f"slug: {slug} needs complete shards 0..{n - 1}, found {got}")
-    base = {k: v for k, v in _identity(metas[0]).items() if k not in ("num_shards", "shard_index")}
+    base = {k: v for k, v in identity(metas[0]).items() if k not in ("num_shards", "shard_index")}
     for m in metas[1:]:
-        if {k: v for k, v in _identity(m).items() if k not in ("num_shards", "shard_index")} != base:
+        if {k: v for k, v in identity(m).items() if k not in ("num_shards", "shard_index")} != base:
             raise ValueError(f"slug: shards of {slug} disagree ({_describe_mismatch(metas[0], m)})")
     prompts = select_limit(pd.read_parquet(prompts_path(run_dir)), metas[0]["limit"])
     order = {pid: i for i, pid in enumerate(prompts["prompt_id"])}
@@ -175,7 +176,7 @@ def merge_shards(run_dir, slug: str, overwrite: bool = False) -> tuple[pd.DataFr
                 rescored_prompt_ids=df.loc[df["rescored"], "prompt_id"].tolist(),
                 accuracy=round(float(df["correct"].mean()), 4), created=artifacts.now_utc())
     final = scores / f"{slug}.parquet"
-    _check_existing(final.with_suffix(".json"), _identity(meta), "scores", overwrite)
+    check_existing(final.with_suffix(".json"), identity(meta), "scores", overwrite)
     artifacts.write_parquet(df, final)
     artifacts.write_json(meta, final.with_suffix(".json"))
     return df, meta
