@@ -55,11 +55,8 @@ def write(a: Analysis, run_dir) -> list[Path]:
     tdir, fdir = run / "tables", run / "figures"
     files = []
     for name, t in a.tables.items():
-        keep_index = name == "appendix_b"
-        files.append(artifacts.atomic_write(tdir / f"{name}.csv", lambda p, t=t, k=keep_index: t.to_csv(p, index=k)))
-        if name in ("appendix_b", "gap_pooled", "accuracy"):
-            tex = t.to_latex(index=keep_index, float_format="%.3f", na_rep="--")
-            files.append(artifacts.atomic_write(tdir / f"{name}.tex", lambda p, s=tex: p.write_text(s)))
+        files += artifacts.write_table(t, tdir / name, index=name == "appendix_b",
+                                       latex=name in ("appendix_b", "gap_pooled", "accuracy"))
     figs = {"accuracy_by_threshold": plots.accuracy_grid(a.tables["accuracy"])}
     if not a.tables["gap_pooled"].empty:
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])

@@ -58,6 +58,17 @@ def write_json(obj: Any, path: str | Path) -> Path:
     return atomic_write(path, lambda p: p.write_text(text))
 
 
+def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool = False,
+                float_format: str = "%.3f") -> list[Path]:
+    """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically."""
+    stem = Path(stem)
+    paths = [atomic_write(stem.with_suffix(".csv"), lambda p: df.to_csv(p, index=index))]
+    if latex:
+        tex = df.to_latex(index=index, float_format=float_format, na_rep="--")
+        paths.append(atomic_write(stem.with_suffix(".tex"), lambda p: p.write_text(tex)))
+    return paths
+
+
 def read_json(path: str | Path) -> dict:
     """Read a JSON file."""
     return json.loads(Path(path).read_text())

@@ -286,10 +286,7 @@ def analyze_negation(run_dir) -> dict:
                                .groupby("model")["token_diff_neg_minus_aff"]
                                .agg(mean_diff="mean", share_equal=lambda s: float((s == 0).mean())).reset_index())}
     for name, t in tables.items():
-        artifacts.atomic_write(run / "tables" / f"{name}.csv", lambda p, t=t: t.to_csv(p, index=False))
-    for name in ("table1_ppl", "table1_log_ppl"):
-        tex = tables[name].to_latex(index=False, float_format="%.3g")
-        artifacts.atomic_write(run / "tables" / f"{name}.tex", lambda p, s=tex: p.write_text(s))
+        artifacts.write_table(t, run / "tables" / name, latex=name.startswith("table1"), float_format="%.3g")
     pred = predicted_cells(coefs)
     tables["predicted"] = pred
     if not pred.empty:

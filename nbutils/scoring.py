@@ -217,6 +217,16 @@ def _bos_id(tokenizer) -> int:
     return bos
 
 
+def _right_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and attention mask (CPU tensors) for a batch of token sequences."""
+    ids = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = torch.tensor(list(s))
+        mask[row, : len(s)] = 1
+    return ids, mask
+
+
 def _sentence_frame(sentences: Sequence[str], token_logps: list[np.ndarray]) -> "pd.DataFrame":
     import pandas as pd
 
@@ -235,12 +245,7 @@ def sentence_logprobs(model, tokenizer, sentences: Sequence[str], batch_size: in
     out: list[np.ndarray] = [np.zeros(0)] * len(seqs)
     dev = model_device(model)
     for batch in plan_batches([len(s) for s in seqs], batch_size):
-        width = max(len(seqs[i]) for i in batch)
-        ids = torch.zeros((len(batch), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(batch):
-            ids[row, : len(seqs[i])] = torch.tensor(seqs[i])
-            mask[row, : len(seqs[i])] = 1
+        ids, mask = _right_pad([seqs[i] for i in batch], 0)
         logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), use_cache=False).logits
         logp = logits[:, :-1].float().log_softmax(-1).gather(-1, ids[:, 1:, None].to(dev))[..., 0].cpu().numpy()
         for row, i in enumerate(batch):
@@ -306,12 +311,7 @@ def pseudo_logprobs(model, tokenizer, sentences: Sequence[str], variant: str = "
     pad = tokenizer.pad_token_id or 0
     for start in range(0, len(rows), batch_size):
         chunk = rows[start: start + batch_size]
-        width = max(len(r[1]) for r in chunk)
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for k, r in enumerate(chunk):
-            ids[k, : len(r[1])] = torch.tensor(r[1])
-            mask[k, : len(r[1])] = 1
+        ids, mask = _right_pad([r[1] for r in chunk], pad)
         ids, mask = ids.to(dev), mask.to(dev)
         pos = torch.tensor([r[2] for r in chunk], device=dev)
         tgt = torch.tensor([r[3] for r in chunk], device=dev)
