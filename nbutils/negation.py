@@ -118,8 +118,7 @@ def score_stimuli(run_dir, lm, masked: bool = False, variant: str = "original", 
         raise ValueError(f"run_dir: no stimuli file at {spath}; run notebooks/negation/01_stimuli.ipynb first")
     stimuli = pd.read_parquet(spath)
     meta = dict(lm.meta, prompts_sha256=artifacts.sha256_file(spath), scorer="pseudo_perplexity" if masked else "perplexity",
-                pll_variant=variant if masked else None, used_chat_template=False, answer_strings=None, limit=None,
-                batch_size=batch_size, num_shards=1, shard_index=0)
+                pll_variant=variant if masked else None, batch_size=batch_size)
     final = run / "scores" / f"{model_slug(lm.meta['model'])}.parquet"
     old = check_existing(final.with_suffix(".json"), identity(meta), "scores", overwrite)
     if old is not None and final.exists():

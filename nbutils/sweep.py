@@ -10,6 +10,7 @@ import yaml
 
 from . import artifacts
 from .paths import model_slug, resolve
+from .runs import IDENTITY_KEYS
 
 STUDIES = {
     "monotonicity": {
@@ -79,7 +80,7 @@ def already_scored(run_dir: Path, params: dict, dataset_file: str = "prompts.par
     if not sidecar.exists() or not data.exists():
         return False
     meta = artifacts.read_json(sidecar)
-    explicit = {k: v for k, v in params.items() if k in ("quantization", "limit", "dtype", "revision", "rescore_margin")
+    explicit = {k: v for k, v in params.items() if k in IDENTITY_KEYS  # the same fields score_run refuses to mix
                 and not (k == "dtype" and v == "auto") and not (k == "revision" and v is None)}
     same = all(meta.get(k) == v for k, v in explicit.items())
     return bool(meta.get("complete")) and same and meta.get("prompts_sha256") == artifacts.sha256_file(data)

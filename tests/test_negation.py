@@ -121,3 +121,16 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == [
         "01_stimuli.ipynb", "02_score__smollm2-135m-instruct.ipynb", "03_analyze.ipynb"]
+
+
+def test_negation_skip_check_sees_the_pll_variant(tmp_path):
+    from nbutils import artifacts
+    from nbutils.sweep import already_scored
+
+    (tmp_path / "scores").mkdir()
+    (tmp_path / "stimuli.parquet").write_bytes(b"x")
+    artifacts.write_json({"complete": True, "model": "bert-base-uncased", "prompts_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"),
+                          "pll_variant": "original", "batch_size": 64}, tmp_path / "scores" / "bert-base-uncased.json")
+    params = {"model": "bert-base-uncased", "masked": True, "batch_size": 64}
+    assert already_scored(tmp_path, dict(params, pll_variant="original"), "stimuli.parquet")
+    assert not already_scored(tmp_path, dict(params, pll_variant="within_word_l2r"), "stimuli.parquet")

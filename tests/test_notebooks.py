@@ -103,16 +103,30 @@ def test_environment_file_installs_this_package():
 
 
 def test_embedded_model_second_load_is_fast(swept):
-    """The GGUF is dequantized once (by the sweep above) and cached; a later load takes < 5 s."""
-    import time
+    """The GGUF is dequantized once (by the sweep above) and cached; a later load from the cache takes < 5 s.
 
-    from nbutils.models import cache_dir, load_model
+    Measured in a fresh process, split into Python's import of torch/transformers (paid by any loader, several
+    seconds on this machine) and the model load itself.
+    """
+    import subprocess
+    import sys
 
-    t = time.perf_counter()
-    lm = load_model("smollm2-135m-instruct", device="cpu")
-    elapsed = time.perf_counter() - t
-    assert elapsed < 5.0, elapsed
-    assert str(cache_dir()) in lm.meta["dequantized_cache"] and lm.meta["model_file_sha256"]
+    from nbutils.models import cache_dir
+
+    script = (
+        "import time; t0 = time.perf_counter()\n"
+        "import torch, transformers\n"
+        "from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM\n"
+        "from nbutils.models import load_model\n"
+        "t1 = time.perf_counter(); lm = load_model('smollm2-135m-instruct', device='cpu'); t2 = time.perf_counter()\n"
+        "print('RESULT', t1 - t0, t2 - t1, lm.meta['dequantized_cache'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert "de-quantizing GGUF" not in out.stderr, "the cached copy is used, not the GGUF again"
+    _, imports, load, cache = next(line for line in out.stdout.splitlines() if line.startswith("RESULT")).split()
+    print(f"imports {float(imports):.1f} s, load {float(load):.2f} s")
+    assert float(load) < 5.0, load
+    assert cache.startswith(str(cache_dir()))
 
 
 def test_sweep_skip_check_respects_precision(swept):
