@@ -2,7 +2,8 @@
 
 Methods: this engine (float32), the naive two-sequence method of the seeds, lm-evaluation-harness's
 HFLM.loglikelihood (when `lm-eval` is installed), and the fast path (bfloat16 with float32 re-scoring of close
-calls) where the CPU or GPU has native bfloat16. Reports prompts/s, tokens/s, peak memory, max |Δ log-prob| and
+calls) where the CPU or GPU has native bfloat16 (or anywhere with --force-fast, to measure its error and the share
+of re-scored prompts on hardware where its speed means nothing). Reports prompts/s, tokens/s, peak memory, max |Δ log-prob| and
 decision agreement against the naive method, and the ratio to the FLOP ceiling (2 × parameters × tokens ÷ the
 matmul throughput measured here).
 
@@ -23,7 +24,8 @@ import torch
 from nbutils import artifacts
 from nbutils.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
 from nbutils.prompts import generate_prompts
-from nbutils.scoring import answer_logprobs, build_requests, naive_answer_logprobs, render_chat
+from nbutils.scoring import (answer_logprobs, build_requests, naive_answer_logprobs, plan_batches, render_chat,
+                             score_batches)
 
 
 class PeakRSS:
@@ -65,6 +67,13 @@ def matmul_gflops(dtype, m: int = 768, k: int = 576, n: int = 1536, device: str 
     return 2 * m * k * n / best / 1e9
 
 
+def benchmark_prompts(n: int) -> list[str]:
+    """The same ``n`` concept-learning prompts (~700 tokens each) for every benchmark."""
+    df = generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=max(2, n // 2 + n % 2),
+                          conditions=["concept_learning"], seed=42)
+    return df["text"].head(n).tolist()
+
+
 def lm_eval_logprobs(model, tokenizer, contexts: list[str], continuations: list[str]) -> np.ndarray:
     """lm-evaluation-harness HFLM.loglikelihood on the same model object, batch size 1."""
     from lm_eval.api.instance import Instance
@@ -76,82 +85,131 @@ def lm_eval_logprobs(model, tokenizer, contexts: list[str], continuations: list[
     return out.reshape(len(contexts), len(continuations))
 
 
+def bf16_error_report(low: np.ndarray, exact: np.ndarray, rescore_margin: float) -> dict:
+    """How far bf16 scores (before re-scoring) are from float32, and whether the margin was wide enough."""
+    m_low, m_exact = low[:, 0] - low[:, 1], exact[:, 0] - exact[:, 1]
+    err = np.abs(m_low - m_exact)
+    flips = (m_low > 0) != (m_exact > 0)
+    return {"bf16_max_abs_dlogp_vs_float32": float(np.abs(low - exact).max()),
+            "bf16_margin_error_max": float(err.max()), "bf16_margin_error_p99": float(np.quantile(err, 0.99)),
+            "bf16_decision_flips_before_rescoring": int(flips.sum()),
+            "flips_left_unrescored": int((flips & (np.abs(m_low) >= rescore_margin)).sum()),
+            "rescored_fraction": float((np.abs(m_low) < rescore_margin).mean())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--n", type=int, default=100, help="prompts")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="the prompts are split into this many chunks and the methods take turns on each chunk, so "
+                         "a change in the host's load during the run hits every method alike")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--rescore-margin", type=float, default=0.5)
     ap.add_argument("--methods", default="engine,naive,lm_eval,fast")
+    ap.add_argument("--force-fast", action="store_true",
+                    help="run the bf16 fast path even where bf16 is emulated (its speed is then not meaningful)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    methods = args.methods.split(",")
-    df = generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=max(2, args.n // 2 + args.n % 2),
-                          conditions=["concept_learning"], seed=42).head(args.n)
-    texts = df["text"].tolist()
-    lm = load_model(args.model, threads=args.threads)
+    wanted = args.methods.split(",")
+    texts = benchmark_prompts(args.n)
+    lm = load_model(args.model, dtype="float32", threads=args.threads)
     req = build_requests(lm.tokenizer, texts)
-    tokens = sum(len(p) for p in req.prompt_ids)
+    lengths = [len(p) for p in req.prompt_ids]
     device = lm.meta["device"]
-    n_params = lm.meta["n_parameters"]
-    non_embed = n_params - lm.model.get_input_embeddings().weight.numel()
+    non_embed = lm.meta["n_parameters"] - lm.model.get_input_embeddings().weight.numel()
     ceiling = {"float32": matmul_gflops(torch.float32, device=device)}
-    if device != "cpu" or cpu_supports_bf16():
+    if device != "cpu" or cpu_supports_bf16() or args.force_fast:
         ceiling["bfloat16"] = matmul_gflops(torch.bfloat16, device=device)
     report = {"model": args.model, "device": device, "threads": torch.get_num_threads(), "n_prompts": len(texts),
-              "mean_prompt_tokens": tokens / len(texts), "used_chat_template": req.used_chat_template,
-              "matmul_gflops": ceiling, "cpu_native_bf16": cpu_supports_bf16(), "versions": artifacts.versions(),
-              "created": artifacts.now_utc(), "methods": {}}
-    results: dict[str, np.ndarray] = {}
+              "rounds": args.rounds, "mean_prompt_tokens": sum(lengths) / len(texts),
+              "used_chat_template": req.used_chat_template, "matmul_gflops": ceiling,
+              "cpu_native_bf16": cpu_supports_bf16(), "versions": artifacts.versions(), "created": artifacts.now_utc(),
+              "methods": {}}
 
-    def run(name, fn, flop_dtype="float32", extra=None):
-        with PeakRSS() as mem:
-            t = time.perf_counter()
-            lp = fn()
-            dt = time.perf_counter() - t
-        results[name] = lp
-        achieved = 2 * non_embed * tokens / dt / 1e9
-        report["methods"][name] = {"seconds": round(dt, 2), "prompts_per_s": round(len(texts) / dt, 3),
-                                   "tokens_per_s": round(tokens / dt, 1), "peak_rss_mib": round(mem.peak, 1),
-                                   "rss_increase_mib": round(mem.peak - mem.base, 1),
-                                   "model_gflops": round(achieved, 1),
-                                   "fraction_of_matmul_ceiling": round(achieved / ceiling[flop_dtype], 3), **(extra or {})}
-        print(name, report["methods"][name], flush=True)
-
-    answer_logprobs(lm.model, build_requests(lm.tokenizer, texts[:1]))  # warm-up
-    if "engine" in methods:
-        run("engine_float32", lambda: answer_logprobs(lm.model, req))
-    if "naive" in methods:
-        run("naive_two_pass", lambda: naive_answer_logprobs(lm.model, lm.tokenizer, texts))
-    if "lm_eval" in methods:
+    # name -> (scores for a chunk of texts, the dtype whose matmul ceiling applies, fixed report fields)
+    methods: dict[str, tuple] = {}
+    if "engine" in wanted:
+        methods["engine_float32"] = (lambda chunk: answer_logprobs(lm.model, build_requests(lm.tokenizer, chunk)),
+                                     "float32", {})
+    if "naive" in wanted:
+        methods["naive_two_pass"] = (lambda chunk: naive_answer_logprobs(lm.model, lm.tokenizer, chunk), "float32", {})
+    if "lm_eval" in wanted:
         try:
             import lm_eval  # noqa: F401
 
-            contexts = [render_chat(lm.tokenizer, t) for t in texts] if req.used_chat_template else texts
-            run("lm_eval_hflm", lambda: lm_eval_logprobs(lm.model, lm.tokenizer, contexts, list(req.answer_strings)))
+            def lm_eval_chunk(chunk):
+                contexts = [render_chat(lm.tokenizer, t) for t in chunk] if req.used_chat_template else chunk
+                return lm_eval_logprobs(lm.model, lm.tokenizer, contexts, list(req.answer_strings))
+
+            methods["lm_eval_hflm"] = (lm_eval_chunk, "float32", {})
         except ImportError:
             report["methods"]["lm_eval_hflm"] = {"skipped": "lm-eval is not installed (pip install -e '.[bench]')"}
-    if "fast" in methods:
-        if "bfloat16" in ceiling:
-            fast = load_model(args.model, dtype="bfloat16", rescore_margin=args.rescore_margin, threads=args.threads)
-            from nbutils.scoring import plan_batches, score_batches
+    low_precision: list[np.ndarray] = []
+    if "fast" in wanted and "bfloat16" in ceiling:
+        fast = load_model(args.model, dtype="bfloat16", rescore_margin=args.rescore_margin, threads=args.threads)
 
-            rescored: list[int] = []
+        def fast_chunk(chunk):
+            creq = build_requests(fast.tokenizer, chunk)
+            out, low = np.zeros((len(chunk), 2)), np.zeros((len(chunk), 2))
+            batches = plan_batches([len(p) for p in creq.prompt_ids], "auto", device)
+            for r in score_batches(fast.model, creq, batches, fast.reference, args.rescore_margin, progress=False):
+                out[r.indices], low[r.indices] = r.logprobs, r.low_precision
+            low_precision.append(low)
+            return out
 
-            def fast_path():
-                out = np.zeros((len(texts), 2))
-                batches = plan_batches([len(p) for p in req.prompt_ids], "auto", device)
-                for r in score_batches(fast.model, req, batches, fast.reference, args.rescore_margin, progress=False):
-                    out[r.indices] = r.logprobs
-                    rescored.extend(i for i, f in zip(r.indices, r.rescored) if f)
-                return out
+        emulated = device == "cpu" and not cpu_supports_bf16()
+        methods["fast_bf16_rescored"] = (fast_chunk, "bfloat16", {"rescore_margin": args.rescore_margin,
+                                                                  "bf16_emulated_speed_not_meaningful": emulated})
+    elif "fast" in wanted:
+        report["methods"]["fast_bf16_rescored"] = {
+            "skipped": "no native bfloat16 on this CPU (no avx512_bf16/amx_bf16 flag): bf16 matmuls are emulated "
+                       "and slower than float32, so the fast path is float32 here (--force-fast measures its error anyway)"}
 
-            run("fast_bf16_rescored", fast_path, "bfloat16", {"rescore_margin": args.rescore_margin})
-            report["methods"]["fast_bf16_rescored"]["rescored_prompts"] = len(rescored)
-        else:
-            report["methods"]["fast_bf16_rescored"] = {
-                "skipped": "no native bfloat16 on this CPU (no avx512_bf16/amx_bf16 flag): bf16 matmuls are emulated "
-                           "and slower than float32, so the fast path is float32 here"}
+    answer_logprobs(lm.model, build_requests(lm.tokenizer, texts[:1]))  # warm-up
+    chunks = [list(c) for c in np.array_split(np.arange(len(texts)), args.rounds) if len(c)]
+    seconds = {name: [] for name in methods}
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in methods}
+    peak = {name: {"rss": 0.0, "rss_increase": 0.0, "gpu": 0.0} for name in methods}
+    cuda = device.startswith("cuda")
+    names = list(methods)
+    for r, idx in enumerate(chunks):
+        chunk = [texts[i] for i in idx]
+        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            with PeakRSS() as mem:
+                t = time.perf_counter()
+                parts[name].append(methods[name][0](chunk))
+                if cuda:
+                    torch.cuda.synchronize()
+                seconds[name].append(time.perf_counter() - t)
+            stats = peak[name]
+            stats["rss"] = max(stats["rss"], mem.peak)
+            stats["rss_increase"] = max(stats["rss_increase"], mem.peak - mem.base)
+            if cuda:
+                stats["gpu"] = max(stats["gpu"], torch.cuda.max_memory_allocated() / 2**20)
+        print(f"round {r + 1}/{len(chunks)}:", {n: round(seconds[n][-1], 1) for n in names}, flush=True)
+
+    results = {name: np.concatenate(parts[name]) for name in methods}
+    tokens = sum(lengths)
+    for name, (_, flop_dtype, extra) in methods.items():
+        dt = sum(seconds[name])
+        achieved = 2 * non_embed * tokens / dt / 1e9
+        row = {"seconds": round(dt, 2), "prompts_per_s": round(len(texts) / dt, 3), "tokens_per_s": round(tokens / dt, 1),
+               "peak_rss_mib": round(peak[name]["rss"], 1), "rss_increase_mib": round(peak[name]["rss_increase"], 1),
+               "model_gflops": round(achieved, 1), "fraction_of_matmul_ceiling": round(achieved / ceiling[flop_dtype], 3),
+               "seconds_per_round": [round(x, 2) for x in seconds[name]], **extra}
+        if cuda:
+            row["peak_gpu_memory_mib"] = round(peak[name]["gpu"], 1)
+        report["methods"][name] = row
+    if "fast_bf16_rescored" in results:
+        low = np.concatenate(low_precision)
+        f = report["methods"]["fast_bf16_rescored"]
+        f["rescored_prompts"] = int((np.abs(low[:, 0] - low[:, 1]) < args.rescore_margin).sum())
+        if "engine_float32" in results:
+            f.update(bf16_error_report(low, results["engine_float32"], args.rescore_margin))
     ref = results.get("naive_two_pass")
     for name, lp in results.items():
         m = report["methods"][name]
@@ -161,18 +219,22 @@ def main() -> None:
         if "engine_float32" in results and name != "engine_float32":
             e = results["engine_float32"]
             m["decision_agreement_vs_engine_float32"] = float(((lp[:, 0] > lp[:, 1]) == (e[:, 0] > e[:, 1])).mean())
-    e = report["methods"].get("engine_float32", {})
-    for other in ("naive_two_pass", "lm_eval_hflm", "fast_bf16_rescored"):
-        o = report["methods"].get(other, {})
-        if "seconds" in o and "seconds" in e:
-            report[f"speedup_engine_vs_{other}"] = round(o["seconds"] / e["seconds"], 2)
-    f = report["methods"].get("fast_bf16_rescored", {})
-    for other in ("naive_two_pass", "lm_eval_hflm"):
-        if "seconds" in f and "seconds" in report["methods"].get(other, {}):
-            report[f"speedup_fast_vs_{other}"] = round(report["methods"][other]["seconds"] / f["seconds"], 2)
+    speed_ups(report, seconds)
     print(json.dumps({k: v for k, v in report.items() if k.startswith("speedup")}, indent=1))
     if args.out:
         artifacts.write_json(report, args.out)
+
+
+def speed_ups(report: dict, seconds: dict[str, list[float]]) -> None:
+    """Total-time ratios, and the range of the per-round ratios (the spread the host's load left in them)."""
+    pairs = [("engine", "engine_float32", o) for o in ("naive_two_pass", "lm_eval_hflm", "fast_bf16_rescored")]
+    if not report["methods"].get("fast_bf16_rescored", {}).get("bf16_emulated_speed_not_meaningful", True):
+        pairs += [("fast", "fast_bf16_rescored", o) for o in ("naive_two_pass", "lm_eval_hflm")]
+    for label, mine, other in pairs:
+        if mine in seconds and other in seconds:
+            per_round = [o / m for m, o in zip(seconds[mine], seconds[other])]
+            report[f"speedup_{label}_vs_{other}"] = round(sum(seconds[other]) / sum(seconds[mine]), 2)
+            report[f"speedup_{label}_vs_{other}_round_range"] = [round(min(per_round), 2), round(max(per_round), 2)]
 
 
 if __name__ == "__main__":

@@ -97,10 +97,9 @@ def quantization_config(quantization: str):
 
 def count_parameters(config) -> int:
     """Exact parameter count of a model built from ``config``, without allocating its weights."""
-    from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM
 
-    with init_empty_weights():
+    with torch.device("meta"):  # unlike accelerate's init_empty_weights, this keeps tied embeddings tied
         m = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in m.parameters())
 

@@ -154,11 +154,16 @@ def score_batch(model: torch.nn.Module, req: Requests, batch: list[int]) -> np.n
 
 @dataclass
 class BatchResult:
-    """What one batch produced: indices into the request list, log-probs, and which were re-scored."""
+    """What one batch produced: indices into the request list, log-probs, and which were re-scored.
+
+    ``low_precision`` keeps the fast model's own log-probs from before re-scoring (None without a reference), so
+    the error of the fast path can be measured against float32 on every prompt, not only the re-scored ones.
+    """
 
     indices: list[int]
     logprobs: np.ndarray
     rescored: list[bool] = field(default_factory=list)
+    low_precision: np.ndarray | None = None
 
 
 def score_batches(model, req: Requests, batches: list[list[int]], reference=None, rescore_margin: float = 0.0,
@@ -170,13 +175,15 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     for batch in tqdm(batches, desc="scoring", unit="batch", disable=not progress, mininterval=2.0):
         lp = score_batch(model, req, batch)
         rescored = [False] * len(batch)
+        low = None
         if reference is not None and rescore_margin > 0 and lp.shape[1] == 2:
+            low = lp.copy()
             close = [k for k in range(len(batch)) if abs(lp[k, 0] - lp[k, 1]) < rescore_margin]
             if close:
                 lp[close] = score_batch(reference, req, [batch[k] for k in close])
                 for k in close:
                     rescored[k] = True
-        res = BatchResult(batch, lp, rescored)
+        res = BatchResult(batch, lp, rescored, low)
         results.append(res)
         if on_result is not None:
             on_result(res)

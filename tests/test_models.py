@@ -1,6 +1,8 @@
 """Model loading: parameters, quantization settings, memory checks; the CUDA paths where a GPU exists."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -39,6 +41,9 @@ def test_bad_arguments_name_the_parameter(tiny_model_dir, kwargs, parameter):
 def test_weight_memory_estimate_and_refusal(tiny_llama):
     n = models.count_parameters(tiny_llama.config)
     assert n == sum(p.numel() for p in tiny_llama.parameters())
+    tied = copy.deepcopy(tiny_llama.config)
+    tied.tie_word_embeddings = True
+    assert models.count_parameters(tied) == n - tied.vocab_size * tied.hidden_size, "a tied output layer counts once"
     assert models.estimate_weight_bytes(32_000_000_000, "4bit") < models.estimate_weight_bytes(32_000_000_000, "8bit")
     gib = 2**30
     line = models.check_fits_gpu(32_000_000_000, "4bit", free_bytes=80 * gib)

@@ -108,3 +108,25 @@ def test_close_calls_are_rescored_with_the_reference(tiny_llama, tiny_tokenizer,
     assert np.abs(got - exact).max() < 1e-4, "every prompt re-scored in float32 equals the float32 path"
     none = score_batches(fast, req, batches, reference=tiny_llama, rescore_margin=0.0, progress=False)
     assert not any(any(r.rescored) for r in none)
+    low = np.zeros_like(exact)
+    for r in res:
+        low[r.indices] = r.low_precision
+    assert np.abs(low - answer_logprobs(fast, req, batch_size=1)).max() < 1e-6, "the pre-rescore bf16 scores are kept"
+    assert all(r.low_precision is None for r in none)
+
+
+def test_a_margin_above_the_bf16_margin_error_gives_float32_decisions(tiny_llama, tiny_tokenizer, texts):
+    req = build_requests(tiny_tokenizer, texts, "never")
+    exact = answer_logprobs(tiny_llama, req, batch_size=1)
+    fast = copy.deepcopy(tiny_llama).to(torch.bfloat16)
+    bf16 = answer_logprobs(fast, req, batch_size=1)
+    err = np.abs((bf16[:, 0] - bf16[:, 1]) - (exact[:, 0] - exact[:, 1]))
+    margin = float(np.sort(np.abs(exact[:, 0] - exact[:, 1]))[len(texts) // 2])  # re-score about half
+    batches = plan_batches([len(p) for p in req.prompt_ids], 2)
+    res = score_batches(fast, req, batches, reference=tiny_llama, rescore_margin=max(margin, err.max() + 1e-6),
+                        progress=False)
+    got = np.zeros_like(exact)
+    for r in res:
+        got[r.indices] = r.logprobs
+    assert ((got[:, 0] > got[:, 1]) == (exact[:, 0] > exact[:, 1])).all()
+    assert 0 < sum(sum(r.rescored) for r in res) <= len(texts)

@@ -1,0 +1,137 @@
+"""The engine at 1B+ scale: a model built from a real architecture with random weights, in bf16 and 4-bit.
+
+Weights are random (nothing is downloaded), so the log-probs carry no meaning; the point is speed and memory at
+the scale of the seed models. For each precision the script reports prompts/s, tokens/s, peak GPU memory, and
+the achieved model FLOP/s (2 × non-embedding parameters × tokens ÷ time) as a fraction of a bf16 matmul ceiling
+it measures on the same device and of the card's nominal dense bf16 peak, where the card is known.
+
+    python benchmarks/gpu_scale.py --out benchmarks/results/gpu-h100-smollm2-1.7b-random.json
+
+``--layers`` and ``--device cpu`` shrink the same run to a quick check of the script itself (the tests do this).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nbutils import artifacts
+from nbutils.models import DEFAULT_MODEL, load_model, resolve_device
+from nbutils.scoring import answer_logprobs, build_requests
+from score_speed import benchmark_prompts, matmul_gflops
+
+CONFIG = Path(__file__).parent / "configs" / "smollm2-1.7b.json"
+# Nominal dense bf16 tensor-core peaks (TFLOP/s, no sparsity), from the vendors' data sheets.
+NOMINAL_BF16_TFLOPS = {"H200": 989.4, "H100 PCIe": 756.0, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0,
+                       "A10G": 70.0}
+
+
+def nominal_peak(device_name: str) -> float | None:
+    """The nominal dense bf16 peak of a known card, in TFLOP/s; None when unknown."""
+    for key, tflops in NOMINAL_BF16_TFLOPS.items():  # the more specific names come first
+        if key in device_name:
+            return tflops
+    return None
+
+
+def build_random_model(config_path: Path, folder: Path, layers: int | None = None, seed: int = 0) -> dict:
+    """Write a random-weight model of this architecture (and the embedded model's tokenizer) to ``folder``."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = {k: v for k, v in json.loads(config_path.read_text()).items() if not k.startswith("_")}
+    if layers is not None:
+        spec["num_hidden_layers"] = layers
+    config = AutoConfig.for_model(**spec)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    tok = load_model(DEFAULT_MODEL, dtype="float32", device="cpu").tokenizer
+    if tok.vocab_size > config.vocab_size:
+        raise ValueError(f"config: vocab_size {config.vocab_size} is smaller than the tokenizer's {tok.vocab_size}")
+    tok.save_pretrained(folder)
+    return {"config": str(config_path), "num_hidden_layers": config.num_hidden_layers, "weights_seed": seed}
+
+
+def time_scoring(folder: Path, precision: str, device: str, texts: list[str], batch_size) -> tuple[dict, np.ndarray]:
+    """Load the random model in one precision and score all prompts once (after a warm-up batch)."""
+    quant = precision if precision in ("8bit", "4bit") else "none"
+    dtype = "bfloat16" if quant != "none" else precision
+    lm = load_model(str(folder), quantization=quant, dtype=dtype, device=device)
+    req = build_requests(lm.tokenizer, texts)
+    answer_logprobs(lm.model, build_requests(lm.tokenizer, texts[:2]), batch_size)  # warm-up (kernels, allocator)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    lp = answer_logprobs(lm.model, req, batch_size)
+    if cuda:
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t
+    tokens = sum(len(p) for p in req.prompt_ids)
+    non_embed = lm.meta["n_parameters"] - lm.model.get_input_embeddings().weight.numel()
+    row = {"load_seconds": lm.meta["load_seconds"], "seconds": round(dt, 2), "prompts_per_s": round(len(texts) / dt, 2),
+           "tokens_per_s": round(tokens / dt, 1), "model_tflops": round(2 * non_embed * tokens / dt / 1e12, 2),
+           "non_embedding_parameters": non_embed}
+    if cuda:
+        row["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    del lm
+    if cuda:
+        torch.cuda.empty_cache()
+    return row, lp
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", type=Path, default=CONFIG, help="a config.json of a real architecture")
+    ap.add_argument("--precisions", default="bfloat16,4bit", help="comma list of bfloat16, float16, float32, 8bit, 4bit")
+    ap.add_argument("--n", type=int, default=256, help="prompts")
+    ap.add_argument("--batch-size", default="auto")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--layers", type=int, default=None, help="override num_hidden_layers (quick checks only)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    batch_size = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
+    device = resolve_device(args.device)
+    texts = benchmark_prompts(args.n)
+    gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    report = {"device": gpu, "n_prompts": len(texts), "batch_size": args.batch_size, "versions": artifacts.versions(),
+              "created": artifacts.now_utc(), "precisions": {}}
+    if device.startswith("cuda"):
+        report["bf16_matmul_ceiling_tflops"] = round(matmul_gflops(torch.bfloat16, 8192, 8192, 8192, device) / 1e3, 1)
+        report["nominal_bf16_peak_tflops"] = nominal_peak(gpu)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        report["model"] = build_random_model(args.config, Path(tmp), args.layers)
+        for precision in args.precisions.split(","):
+            if precision in ("8bit", "4bit") and not device.startswith("cuda"):
+                report["precisions"][precision] = {"skipped": "bitsandbytes 8/4-bit needs a CUDA GPU"}
+                continue
+            row, results[precision] = time_scoring(Path(tmp), precision, device, texts, batch_size)
+            for key, peak in (("of_matmul_ceiling", report.get("bf16_matmul_ceiling_tflops")),
+                              ("of_nominal_peak", report.get("nominal_bf16_peak_tflops"))):
+                if peak:
+                    row[f"fraction_{key}"] = round(row["model_tflops"] / peak, 3)
+            report["precisions"][precision] = row
+            print(precision, row, flush=True)
+    if "bfloat16" in results:
+        ref = results["bfloat16"]
+        for name, lp in results.items():
+            if name != "bfloat16":
+                report["precisions"][name]["max_abs_dlogp_vs_bfloat16"] = float(np.abs(lp - ref).max())
+                report["precisions"][name]["decision_agreement_vs_bfloat16"] = float(
+                    ((lp[:, 0] > lp[:, 1]) == (ref[:, 0] > ref[:, 1])).mean())
+    print(json.dumps(report, indent=1))
+    if args.out:
+        artifacts.write_json(report, args.out)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

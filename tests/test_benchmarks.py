@@ -1,0 +1,48 @@
+"""The benchmark scripts run end to end on a shrunken model, so a GPU session can trust them on the first try."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_gpu_scale_script_builds_the_real_architecture_and_reports_speed(tmp_path):
+    out = tmp_path / "scale.json"
+    proc = _run("gpu_scale.py", "--device", "cpu", "--layers", "1", "--precisions", "float32,4bit", "--n", "3",
+                "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["model"]["num_hidden_layers"] == 1
+    row = report["precisions"]["float32"]
+    # one SmolLM2-1.7B layer: attention 4·2048² + MLP 3·2048·8192 (+ 2 norms) parameters outside the embeddings
+    assert row["non_embedding_parameters"] == 4 * 2048**2 + 3 * 2048 * 8192 + 3 * 2048
+    assert row["prompts_per_s"] > 0 and row["tokens_per_s"] > 600 * row["prompts_per_s"]
+    assert "CUDA" in report["precisions"]["4bit"]["skipped"]
+    assert report["versions"]["torch"] == __import__("torch").__version__
+
+
+def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_keeps_float32_decisions(tmp_path):
+    """The real embedded model, 4 prompts in 2 interleaved rounds; bf16 is forced so the re-scoring is exercised."""
+    out = tmp_path / "speed.json"
+    proc = _run("score_speed.py", "--n", "4", "--rounds", "2", "--methods", "engine,naive,fast", "--force-fast",
+                "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    engine, fast = report["methods"]["engine_float32"], report["methods"]["fast_bf16_rescored"]
+    assert engine["max_abs_dlogp_vs_naive"] < 1e-3 and engine["decision_agreement_vs_naive"] == 1.0
+    assert len(engine["seconds_per_round"]) == 2 and report["mean_prompt_tokens"] > 500
+    assert fast["decision_agreement_vs_engine_float32"] == 1.0 and fast["flips_left_unrescored"] == 0
+    assert fast["bf16_margin_error_max"] < fast["rescore_margin"], "the default margin covers bf16's error here"
+    assert fast["bf16_max_abs_dlogp_vs_float32"] > 0, "the bf16 copy really ran in bf16"
+    if fast["bf16_emulated_speed_not_meaningful"]:
+        assert "speedup_fast_vs_naive_two_pass" not in report, "no speed claim for an emulated bf16 path"
