@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from nbutils import artifacts
-from nbutils.models import DEFAULT_MODEL, load_model, resolve_device
+from nbutils.models import DEFAULT_MODEL, embedded_gguf, load_model, resolve_device
 from nbutils.scoring import answer_logprobs, build_requests
-from score_speed import benchmark_prompts, matmul_gflops
+from score_speed import benchmark_prompts, decision_agreement, matmul_gflops
 
 CONFIG = Path(__file__).parent / "configs" / "smollm2-1.7b.json"
 # Nominal dense bf16 tensor-core peaks (TFLOP/s, no sparsity), from the vendors' data sheets.
@@ -42,7 +42,7 @@ def nominal_peak(device_name: str) -> float | None:
 
 def build_random_model(config_path: Path, folder: Path, layers: int | None = None, seed: int = 0) -> dict:
     """Write a random-weight model of this architecture (and the embedded model's tokenizer) to ``folder``."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     spec = {k: v for k, v in json.loads(config_path.read_text()).items() if not k.startswith("_")}
     if layers is not None:
@@ -51,7 +51,8 @@ def build_random_model(config_path: Path, folder: Path, layers: int | None = Non
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.save_pretrained(folder)
-    tok = load_model(DEFAULT_MODEL, dtype="float32", device="cpu").tokenizer
+    folder_gguf, gguf_file = embedded_gguf(DEFAULT_MODEL)  # the tokenizer alone, without loading that model
+    tok = AutoTokenizer.from_pretrained(folder_gguf, gguf_file=gguf_file)
     if tok.vocab_size > config.vocab_size:
         raise ValueError(f"config: vocab_size {config.vocab_size} is smaller than the tokenizer's {tok.vocab_size}")
     tok.save_pretrained(folder)
@@ -125,8 +126,7 @@ def main() -> None:
         for name, lp in results.items():
             if name != "bfloat16":
                 report["precisions"][name]["max_abs_dlogp_vs_bfloat16"] = float(np.abs(lp - ref).max())
-                report["precisions"][name]["decision_agreement_vs_bfloat16"] = float(
-                    ((lp[:, 0] > lp[:, 1]) == (ref[:, 0] > ref[:, 1])).mean())
+                report["precisions"][name]["decision_agreement_vs_bfloat16"] = decision_agreement(lp, ref)
     print(json.dumps(report, indent=1))
     if args.out:
         artifacts.write_json(report, args.out)
