@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from nbutils import artifacts
-from nbutils.models import DEFAULT_MODEL, embedded_gguf, load_model, resolve_device
-from nbutils.scoring import answer_logprobs, build_requests
+from nbutils.engine.choices import answer_logprobs, build_requests
+from nbutils.engine.models import DEFAULT_MODEL, embedded_gguf, load_model, resolve_device
 from score_speed import benchmark_prompts, decision_agreement, matmul_gflops
 
 CONFIG = Path(__file__).parent / "configs" / "smollm2-1.7b.json"

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from nbutils import artifacts
-from nbutils.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
-from nbutils.prompts import generate_prompts
-from nbutils.scoring import (answer_logprobs, build_requests, naive_answer_logprobs, plan_batches, render_chat,
-                             score_batches)
+from nbutils.engine.batching import plan_batches
+from nbutils.engine.choices import answer_logprobs, build_requests, naive_answer_logprobs, render_chat, score_batches
+from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
+from nbutils.studies.monotonicity.dataset import generate_prompts
 
 
 class PeakRSS:
@@ -143,7 +143,7 @@ def main() -> None:
             import lm_eval  # noqa: F401
 
             def lm_eval_chunk(chunk):
-                contexts = [render_chat(lm.tokenizer, t) for t in chunk] if req.used_chat_template else chunk
+                contexts = [render_chat(lm.tokenizer, t)[0] for t in chunk] if req.used_chat_template else chunk
                 return lm_eval_logprobs(lm.model, lm.tokenizer, contexts, list(req.answer_strings))
 
             methods["lm_eval_hflm"] = (lm_eval_chunk, "float32", {})
@@ -159,7 +159,7 @@ def main() -> None:
             out, low, flags = np.zeros((len(chunk), 2)), np.zeros((len(chunk), 2)), np.zeros(len(chunk), bool)
             batches = plan_batches([len(p) for p in creq.prompt_ids], "auto", device)
             for r in score_batches(fast.model, creq, batches, fast.reference, args.rescore_margin, progress=False):
-                out[r.indices], low[r.indices], flags[r.indices] = r.logprobs, r.low_precision, r.rescored
+                out[r.indices], low[r.indices], flags[r.indices] = np.vstack(r.logprobs), np.vstack(r.low_precision), r.rescored
             low_precision.append(low)
             rescored.append(flags)
             return out

@@ -1,42 +1,86 @@
-"""Command line: `python -m nbutils sweep params/demo.yaml` and `python -m nbutils merge RUN_DIR MODEL_SLUG`."""
+"""Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
+``python -m nbutils merge RUN_DIR MODEL_SLUG`` and ``python -m nbutils studies``."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 
+def _value(text: str):
+    """A -p value as YAML (numbers, booleans, null, lists), else the plain string."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code (1 when any model failed)."""
+    """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
     parser = argparse.ArgumentParser(prog="nbutils", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sw = sub.add_parser("sweep", help="generate once, score every model, analyze (papermill)")
-    sw.add_argument("sweep_file", nargs="?", help="YAML with run_dir, dataset, models, analyze (e.g. params/demo.yaml)")
+    sw.add_argument("sweep_file", nargs="?", help="YAML with study, run_dir, dataset, models, analyze (e.g. params/demo.yaml)")
+    sw.add_argument("--study", help="registered study (default: the sweep file's, else monotonicity)")
     sw.add_argument("--run-dir", help="override the sweep file's run_dir")
-    sw.add_argument("--dataset", help="dataset parameter file (params/datasets/*.yaml)")
+    sw.add_argument("--dataset", help="dataset parameter file (params/<study>/datasets/*.yaml)")
     sw.add_argument("--model", action="append", dest="models", help="model parameter file; repeat for several")
-    sw.add_argument("--limit", type=int, help="score at most this many prompts per concept and condition")
+    sw.add_argument("--limit", type=int, help="score at most this many units per group (study 1: prompts per concept "
+                                              "and condition); stored beside full runs")
     sw.add_argument("--kernel", help="Jupyter kernel name (default: the notebooks' python3)")
     sw.add_argument("--n-boot", type=int, help="bootstrap resamples in the analysis")
+    sw.add_argument("--verbose", action="store_true", help="print full tracebacks of failed steps")
+    rn = sub.add_parser("run", help="run one notebook, its -p names checked against its parameters cell first")
+    rn.add_argument("notebook")
+    rn.add_argument("output", nargs="?", help="executed copy (default: {run_dir}/notebooks/<name>.ipynb)")
+    rn.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), dest="params")
+    rn.add_argument("-f", dest="param_file", help="YAML file of parameters")
+    rn.add_argument("--kernel")
     mg = sub.add_parser("merge", help="join the shards of one model's scoring run")
     mg.add_argument("run_dir")
     mg.add_argument("slug", help="model slug, as in scores/{slug}.shard-I-of-N.parquet")
+    mg.add_argument("--limit", type=int, help="the limit of a limited sharded run")
     mg.add_argument("--overwrite", action="store_true")
+    sub.add_parser("studies", help="list the registered studies")
     args = parser.parse_args(argv)
     try:
         if args.command == "sweep":
             from .sweep import run_sweep
 
-            report = run_sweep(args.sweep_file, args.run_dir, args.dataset, args.models, args.limit, args.kernel, args.n_boot)
+            report = run_sweep(args.sweep_file, args.run_dir, args.dataset, args.models, args.limit, args.kernel,
+                               args.n_boot, study=args.study, verbose=args.verbose)
             print("\n".join(report.lines()))
             return 1 if report.failed else 0
-        from .runs import merge_shards
+        if args.command == "run":
+            from .sweep import load_yaml, run_notebook
 
-        df, meta = merge_shards(args.run_dir, args.slug, overwrite=args.overwrite)
-        print(f"merged {len(meta['merged_from'])} shards, {len(df)} prompts → scores/{args.slug}.parquet")
+            params = load_yaml(args.param_file, None, "-f") if args.param_file else {}
+            params.update({k: _value(v) for k, v in args.params})
+            out = run_notebook(args.notebook, args.output, params, args.kernel)
+            print(f"executed → {out}")
+            return 0
+        if args.command == "studies":
+            from .studies import REGISTRY
+
+            for s in REGISTRY.values():
+                print(f"{s.name:14s} {s.scorer:9s} {s.dataset_file:18s} {s.description}")
+            return 0
+        from .engine.runs import merge_shards
+
+        df, meta = merge_shards(args.run_dir, args.slug, limit=args.limit, overwrite=args.overwrite)
+        print(f"merged {len(meta['merged_from'])} shards, {len(df)} rows → scores/{args.slug}.parquet")
         return 0
-    except (ValueError, FileExistsError) as err:
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileExistsError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # noqa: BLE001 - a failed notebook: its real error in one line
+        from .sweep import error_line
+
+        print(f"error: {error_line(err)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

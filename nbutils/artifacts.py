@@ -38,6 +38,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     os.close(fd)
     tmp = Path(tmp)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the final file gets the user's umask like open() would
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -45,6 +46,12 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_parquet(df: pd.DataFrame, path: str | Path) -> Path:
@@ -109,3 +116,28 @@ def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: boo
     meta = {**meta, "rows": len(df), "sha256": sha256_file(path), "created": now_utc(), "versions": versions()}
     write_json(meta, sidecar)
     return meta
+
+
+def save_figure(fig, path_stem: str | Path) -> list[Path]:
+    """Write a matplotlib figure as PNG and PDF beside each other (atomically); return both paths."""
+    stem = Path(path_stem)
+    return [atomic_write(stem.with_suffix(ext), lambda p, e=ext: fig.savefig(p, dpi=150, bbox_inches="tight",
+                                                                            format=e[1:]))
+            for ext in (".png", ".pdf")]
+
+
+def json_clean(obj):
+    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return None if np.isnan(obj) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj

@@ -1,6 +1,16 @@
-"""Where things live: the repo root and the layout of a run directory."""
+"""Where things live: the repository root and the whole layout of a run directory.
+
+Every file name under a run directory is spelled here and nowhere else:
+
+    {run}/<dataset file>  + .json      the study's dataset and its sidecar (prompts.parquet for study 1)
+    {run}/scores/{slug}[.limit-N][.shard-I-of-K].parquet + .json
+    {run}/scores/.partial/…            checkpoints of unfinished scoring runs
+    {run}/scores/.stale/<time>/…       scores set aside when their dataset was regenerated
+    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/notebooks/, {run}/.lock
+"""
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -21,13 +31,107 @@ def resolve(path: str | Path) -> Path:
 
 
 def model_slug(model: str) -> str:
-    """A file-name-safe name for a model id or path ("allenai/OLMo-2-1124-13B-Instruct" → "allenai--OLMo-2-1124-13B-Instruct")."""
+    """A file-name-safe name for a model id or path.
+
+    Hub ids keep their name ("allenai/OLMo-2-1124-13B-Instruct" → "allenai--OLMo-2-1124-13B-Instruct"). A local
+    folder gets its folder name plus 8 hex digits of its absolute path, so two folders that share a name never
+    share a score file.
+    """
     name = str(model).rstrip("/")
-    if "/" in name and Path(name).expanduser().exists():
-        name = Path(name).name
+    local = Path(name).expanduser()
+    if ("/" in name or name.startswith(".")) and local.exists():
+        digest = hashlib.sha256(str(local.resolve()).encode()).hexdigest()[:8]
+        name = f"{local.resolve().name}-{digest}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("/", "--")).strip("-")
 
 
-def prompts_path(run_dir: str | Path) -> Path:
-    """The dataset file of a run."""
-    return resolve(run_dir) / "prompts.parquet"
+def sidecar(path: str | Path) -> Path:
+    """The JSON metadata file beside a data file."""
+    return Path(path).with_suffix(".json")
+
+
+def dataset_path(run_dir, filename: str) -> Path:
+    """A study's dataset file in a run."""
+    return resolve(run_dir) / filename
+
+
+def prompts_path(run_dir) -> Path:
+    """The concept-learning study's dataset file."""
+    return dataset_path(run_dir, "prompts.parquet")
+
+
+def scores_dir(run_dir) -> Path:
+    """Folder of every model's score files."""
+    return resolve(run_dir) / "scores"
+
+
+def score_stem(slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> str:
+    """File stem of one scoring run: full runs are ``{slug}``; limited runs and shards are marked in the name."""
+    name = slug if limit is None else f"{slug}.limit-{limit}"
+    return name if num_shards == 1 else f"{name}.shard-{shard_index}-of-{num_shards}"
+
+
+def score_file(run_dir, slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> Path:
+    """The final Parquet of one scoring run (its sidecar: ``sidecar(path)``)."""
+    return scores_dir(run_dir) / f"{score_stem(slug, limit, shard_index, num_shards)}.parquet"
+
+
+def partial_file(run_dir, slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> Path:
+    """The checkpoint of an unfinished scoring run."""
+    return scores_dir(run_dir) / ".partial" / f"{score_stem(slug, limit, shard_index, num_shards)}.parquet"
+
+
+def progress_file(partial: Path) -> Path:
+    """Live progress (rows done, rate) of the run whose checkpoint is ``partial``; the sweep reads it."""
+    return Path(partial).with_suffix(".progress.json")
+
+
+def shard_sidecars(run_dir, slug: str, limit: int | None = None) -> list[Path]:
+    """Sidecars of every shard of one model's run."""
+    return sorted(scores_dir(run_dir).glob(f"{score_stem(slug, limit)}.shard-*-of-*.json"))
+
+
+def score_sidecars(run_dir) -> list[Path]:
+    """Every final score sidecar in a run (full, limited and shards; read each one's metadata to tell)."""
+    return sorted(scores_dir(run_dir).glob("*.json"))
+
+
+def partial_sidecars(run_dir) -> list[Path]:
+    """Every checkpoint sidecar of unfinished runs."""
+    return sorted(p for p in (scores_dir(run_dir) / ".partial").glob("*.json") if not p.name.endswith(".progress.json"))
+
+
+def stale_dir(run_dir, stamp: str) -> Path:
+    """Where scores of a replaced dataset are moved."""
+    return scores_dir(run_dir) / ".stale" / stamp
+
+
+def tables_dir(run_dir) -> Path:
+    """CSV and LaTeX tables of the analysis."""
+    return resolve(run_dir) / "tables"
+
+
+def figures_dir(run_dir) -> Path:
+    """PNG and PDF figures of the analysis."""
+    return resolve(run_dir) / "figures"
+
+
+def summary_path(run_dir) -> Path:
+    """The machine-readable headline results."""
+    return resolve(run_dir) / "summary.json"
+
+
+def notebooks_dir(run_dir) -> Path:
+    """Executed copies of the notebooks a sweep ran."""
+    return resolve(run_dir) / "notebooks"
+
+
+def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
+    """Executed copy of ``notebook`` in a run (one per model for the score step)."""
+    stem = Path(notebook).stem
+    return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
+
+
+def lock_path(run_dir) -> Path:
+    """The advisory lock file of a run directory."""
+    return resolve(run_dir) / ".lock"

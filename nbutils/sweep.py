@@ -1,36 +1,25 @@
-"""Run generate → score (per model) → analyze through papermill, keeping every executed notebook."""
+"""Run a study's notebooks through papermill: generate once, score once per model, analyze.
+
+The sweep names no study: it reads the registry (``nbutils.studies``) and checks every parameter file against
+the notebook's own ``parameters`` cell (``papermill.inspect_notebook``), so a typo is an error, not a default.
+"""
 from __future__ import annotations
 
+import json
+import os
+import socket
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from . import artifacts
-from .paths import model_slug, resolve
-from .runs import IDENTITY_KEYS
+from . import artifacts, paths, studies
 
-STUDIES = {
-    "monotonicity": {
-        "notebooks": {"generate": "notebooks/01_generate.ipynb", "score": "notebooks/02_score.ipynb",
-                      "analyze": "notebooks/03_analyze.ipynb"},
-        "dataset_file": "prompts.parquet",
-        "dataset_keys": {"concepts", "conditions", "prompts_per_concept", "n_examples", "seed", "overwrite"},
-        "model_keys": {"model", "revision", "quantization", "dtype", "device", "chat_template", "batch_size", "threads",
-                       "rescore_margin", "limit", "checkpoint_every", "shard_index", "num_shards", "overwrite"},
-    },
-    "negation": {
-        "notebooks": {"generate": "notebooks/negation/01_stimuli.ipynb", "score": "notebooks/negation/02_score.ipynb",
-                      "analyze": "notebooks/negation/03_analyze.ipynb"},
-        "dataset_file": "stimuli.parquet",
-        "dataset_keys": {"stimuli_csv", "structures", "synonyms", "max_roots", "overwrite"},
-        "model_keys": {"model", "revision", "quantization", "dtype", "device", "threads", "masked", "pll_variant",
-                       "batch_size", "overwrite"},
-    },
-}
-NOTEBOOKS = STUDIES["monotonicity"]["notebooks"]
+SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"}
 
 
 @dataclass
@@ -38,6 +27,7 @@ class SweepReport:
     """What a sweep did: models scored, skipped, failed (with their errors)."""
 
     run_dir: Path
+    study: str = ""
     scored: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -45,18 +35,21 @@ class SweepReport:
 
     def lines(self) -> list[str]:
         """Human-readable summary."""
-        out = [f"run_dir: {self.run_dir}", f"scored: {self.scored or '-'}", f"skipped (already scored): {self.skipped or '-'}",
-               f"analyzed: {self.analyzed}"]
+        out = [f"study: {self.study}", f"run_dir: {self.run_dir}", f"scored: {self.scored or '-'}",
+               f"skipped (already scored): {self.skipped or '-'}", f"analyzed: {self.analyzed}"]
         out += [f"FAILED {m}: {e}" for m, e in self.failed.items()]
         return out
 
 
 def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
     """Read a YAML mapping; unknown keys are an error naming the file and the allowed keys."""
-    p = resolve(path)
+    p = paths.resolve(path)
     if not p.exists():
         raise ValueError(f"{what}: {p} does not exist")
-    data = yaml.safe_load(p.read_text()) or {}
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ValueError(f"{what}: {p} is not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
     if allowed is not None and set(data) - allowed:
@@ -64,77 +57,213 @@ def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "pa
     return data
 
 
+def notebook_parameters(notebook: str) -> set[str]:
+    """Names in the notebook's cell tagged ``parameters`` (what papermill can set)."""
+    import papermill as pm
+
+    return set(pm.inspect_notebook(str(paths.resolve(notebook))))
+
+
+def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = ()) -> None:
+    """Unknown names are an error naming the source and the notebook's parameters (``fixed`` ones are set by the
+    sweep itself and may not be given)."""
+    allowed = notebook_parameters(notebook) - set(fixed)
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(f"{source}: unknown parameter(s) {unknown} for {notebook}; allowed: {sorted(allowed)}")
+
+
 def execute(notebook: str, output: Path, parameters: dict, kernel: str | None = None, progress: bool = False) -> None:
     """Execute one notebook with papermill, writing the executed copy to ``output``."""
     import papermill as pm
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(str(resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
-                        cwd=str(resolve(".")), progress_bar=progress, log_output=False)
+    pm.execute_notebook(str(paths.resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
+                        cwd=str(paths.resolve(".")), progress_bar=progress, log_output=False)
 
 
-def already_scored(run_dir: Path, params: dict, dataset_file: str = "prompts.parquet") -> bool:
-    """True when a complete score file exists for this model and precision on the current dataset file."""
-    sidecar = run_dir / "scores" / f"{model_slug(params['model'])}.json"
-    data = run_dir / dataset_file
-    if not sidecar.exists() or not data.exists():
+def run_notebook(notebook: str, output: str | None, parameters: dict, kernel: str | None = None) -> Path:
+    """One notebook, its parameters checked against its ``parameters`` cell before papermill starts it."""
+    nb = paths.resolve(notebook)
+    if not nb.exists():
+        raise ValueError(f"notebook: {nb} does not exist")
+    check_parameters(notebook, parameters, "-p")
+    out = paths.resolve(output) if output else paths.executed_notebook(parameters.get("run_dir", "outputs/adhoc"), notebook)
+    execute(notebook, out, parameters, kernel)
+    return out
+
+
+def error_line(err: BaseException) -> str:
+    """The real error of a failed notebook (papermill wraps it): ``Type: message``, last line of the message."""
+    name = getattr(err, "ename", None) or type(err).__name__
+    msg = str(getattr(err, "evalue", "") or err).strip().splitlines()
+    return f"{name}: {msg[-1] if msg else ''}"
+
+
+# ---------------------------------------------------------------- one sweep per run directory at a time
+
+class LockedError(RuntimeError):
+    """Another live process holds the run directory's lock."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    meta = artifacts.read_json(sidecar)
-    explicit = {k: v for k, v in params.items() if k in IDENTITY_KEYS  # the same fields score_run refuses to mix
-                and not (k == "dtype" and v == "auto") and not (k == "revision" and v is None)}
-    same = all(meta.get(k) == v for k, v in explicit.items())
-    return bool(meta.get("complete")) and same and meta.get("prompts_sha256") == artifacts.sha256_file(data)
+    except PermissionError:
+        return True
+    return True
 
+
+@contextmanager
+def run_lock(run_dir):
+    """An advisory lock on a run directory (pid, host, start time). A lock left by a dead process on this host
+    is taken over with a message; a live holder makes this fail at once, saying who holds it."""
+    lock = paths.lock_path(run_dir)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": artifacts.now_utc()}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                held = json.loads(lock.read_text() or "{}")
+            except (OSError, ValueError):
+                held = {}
+            if held.get("host") == me["host"] and isinstance(held.get("pid"), int) and not _alive(held["pid"]):
+                print(f"[sweep] taking over a stale lock on {lock.parent} (pid {held['pid']} is gone, "
+                      f"started {held.get('started')})", flush=True)
+                lock.unlink(missing_ok=True)
+                continue
+            raise LockedError(f"run_dir: {lock.parent} is in use by pid {held.get('pid')} on {held.get('host')} "
+                              f"since {held.get('started')}; wait for it, or delete {lock} if that process is gone") from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    try:
+        yield lock
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- live progress from the engine's checkpoints
+
+class _Progress:
+    """Prints rows done / total, rate and ETA of the model being scored, read from the engine's progress file."""
+
+    def __init__(self, run_dir, slug: str, every: float = 20.0):
+        self.run_dir, self.slug, self.every = run_dir, slug, every
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        last = None
+        while not self.stop.wait(self.every):
+            files = sorted(paths.scores_dir(self.run_dir).glob(f".partial/{self.slug}*.progress.json"))
+            if not files:
+                continue
+            try:
+                p = json.loads(files[-1].read_text())
+            except (OSError, ValueError):
+                continue
+            if p == last:
+                continue
+            last = p
+            rate = p.get("rows_per_second") or 0
+            eta = (p["n_planned"] - p["n_done"]) / rate if rate else float("nan")
+            print(f"[sweep] {self.slug}: {p['n_done']}/{p['n_planned']} rows, {rate:.2f}/s, ETA {eta / 60:.1f} min",
+                  flush=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+
+
+# ---------------------------------------------------------------- the sweep
 
 def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
               models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
-              n_boot: int | None = None) -> SweepReport:
+              n_boot: int | None = None, study: str | None = None, verbose: bool = False,
+              progress_every: float = 20.0) -> SweepReport:
     """Generate once, score once per model file (failures reported, not fatal), then analyze."""
-    cfg = load_yaml(sweep_file, {"study", "run_dir", "dataset", "models", "analyze"}, "sweep") if sweep_file else {}
-    study_name = cfg.get("study", "monotonicity")
-    if study_name not in STUDIES:
-        raise ValueError(f"study: must be one of {list(STUDIES)}, got {study_name!r}")
-    study = STUDIES[study_name]
-    notebooks = study["notebooks"]
+    cfg = load_yaml(sweep_file, SWEEP_KEYS, "sweep") if sweep_file else {}
+    record = studies.get(study or cfg.get("study", studies.DEFAULT))
+    nbs = record.notebooks
     run_dir = run_dir or cfg.get("run_dir")
     dataset = dataset or cfg.get("dataset")
     models = list(models or cfg.get("models") or [])
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
-    run = resolve(run_dir)
-    nbdir = run / "notebooks"
-    report = SweepReport(run)
-    ds = load_yaml(dataset, study["dataset_keys"], "dataset")
-    model_params = [load_yaml(m, study["model_keys"], "model") for m in models]
-    for m, p in zip(models, model_params):
+    run = paths.resolve(run_dir)
+    # every parameter file is checked against its notebook before anything runs
+    ds = load_yaml(dataset, None, "dataset")
+    check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
+    model_params = []
+    for m in models:
+        p = load_yaml(m, None, "model")
+        check_parameters(nbs["score"], p, f"model {m}", fixed=("run_dir", "study"))
         if "model" not in p:
             raise ValueError(f"model: {m} does not name a `model`")
-        if limit is not None and "limit" in study["model_keys"]:
+        if limit is not None:
             p["limit"] = limit
-    print(f"[sweep] {study_name}: generate → {run / study['dataset_file']}", flush=True)
-    execute(notebooks["generate"], nbdir / Path(notebooks["generate"]).name, dict(ds, run_dir=str(run)), kernel)
-    for p in model_params:
-        slug = model_slug(p["model"])
-        if not p.get("overwrite") and already_scored(run, p, study["dataset_file"]):
-            print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
-            report.skipped.append(slug)
-            continue
-        print(f"[sweep] score {slug}", flush=True)
-        t0 = time.perf_counter()
+        model_params.append({**record.score_defaults, **p})
+    analyze_params = dict(cfg.get("analyze") or {})
+    if n_boot is not None:
+        analyze_params["n_boot"] = n_boot
+    check_parameters(nbs["analyze"], analyze_params, f"analyze block of {sweep_file or 'the sweep'}", fixed=("run_dir",))
+    if limit is not None and "include_limited" in notebook_parameters(nbs["analyze"]):
+        analyze_params.setdefault("include_limited", True)  # a --limit sweep analyses its limited scores
+    report = SweepReport(run, record.name)
+    with run_lock(run):
+        step = "generate"
         try:
-            execute(notebooks["score"], nbdir / f"02_score__{slug}.ipynb", dict(p, run_dir=str(run)), kernel)
-            report.scored.append(slug)
-            print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
-        except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
-            msg = str(getattr(err, "evalue", "") or err).strip().splitlines()
-            report.failed[slug] = f"{getattr(err, 'ename', type(err).__name__)}: {msg[-1] if msg else ''}"
-            print(f"[sweep] FAILED {slug}: {report.failed[slug]}", flush=True)
-            traceback.print_exc(limit=0)
-    if report.scored or report.skipped:
-        analyze_params = dict(cfg.get("analyze") or {}, run_dir=str(run))
-        if n_boot is not None:
-            analyze_params["n_boot"] = n_boot
-        print("[sweep] analyze", flush=True)
-        execute(notebooks["analyze"], nbdir / Path(notebooks["analyze"]).name, analyze_params, kernel)
-        report.analyzed = True
+            print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
+            execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
+            spec = record.spec
+            for p in model_params:
+                slug = paths.model_slug(p["model"])
+                from .engine import runs
+
+                if not p.get("overwrite") and runs.is_done(run, spec, p):
+                    print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
+                    report.skipped.append(slug)
+                    continue
+                print(f"[sweep] score {slug}", flush=True)
+                t0 = time.perf_counter()
+                try:
+                    with _Progress(run, slug, progress_every):
+                        execute(nbs["score"], paths.executed_notebook(run, nbs["score"], slug),
+                                dict(p, run_dir=str(run), study=record.name), kernel)
+                    report.scored.append(slug)
+                    print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
+                    report.failed[slug] = error_line(err)
+                    print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
+                    if verbose:
+                        traceback.print_exc()
+            if report.scored or report.skipped:
+                step = "analyze"
+                print("[sweep] analyze", flush=True)
+                execute(nbs["analyze"], paths.executed_notebook(run, nbs["analyze"]),
+                        dict(analyze_params, run_dir=str(run)), kernel)
+                report.analyzed = True
+        except KeyboardInterrupt:
+            print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
+                  f"{paths.scores_dir(run) / '.partial'}; run the same command again to resume", flush=True)
+            raise
+        except Exception as err:  # noqa: BLE001 - one line first, the traceback only when asked
+            print(f"[sweep] FAILED {step}: {error_line(err)}", flush=True)
+            if verbose:
+                traceback.print_exc()
+            raise SweepFailed(f"{step}: {error_line(err)}") from err
     return report
+
+
+class SweepFailed(RuntimeError):
+    """A step every model needs (generate, analyze) failed."""

@@ -16,7 +16,7 @@ CHAT_TEMPLATE = (
 
 
 def _corpus() -> list[str]:
-    from nbutils.prompts import generate_prompts
+    from nbutils.studies.monotonicity.dataset import generate_prompts
 
     df = generate_prompts(["more than 1/2", "less than 1/3"], prompts_per_concept=6, n_examples=6)
     return df["text"].tolist() + ["Yes", "No", "Yes indeed", "No never"] * 50
@@ -77,7 +77,7 @@ def tiny_run(tmp_path_factory):
     """A run directory holding a small generated prompts file (8 concepts × conditions × 4 prompts)."""
     from nbutils import artifacts
     from nbutils.paths import prompts_path
-    from nbutils.prompts import generate_prompts
+    from nbutils.studies.monotonicity.dataset import generate_prompts
 
     run = tmp_path_factory.mktemp("run")
     params = dict(concepts=["more than 1/2", "less than 1/2"], conditions=["concept_learning", "explicit"],

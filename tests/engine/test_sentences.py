@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from nbutils.scoring import masked_copies, pseudo_logprobs, sentence_logprobs
+from nbutils.engine.sentences import masked_copies, pseudo_logprobs, sentence_logprobs
 
 SENTENCES = ["The priest is truly honest.", "The priest is not sneaky.",
              "The housewife leaves the dishes in the sink for a week.", "Unbelievably, nobody came."]

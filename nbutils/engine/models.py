@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,13 +127,14 @@ def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dic
     """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .artifacts import sha256_file
+    from ..artifacts import sha256_file
 
     folder, filename = embedded_gguf(name)
     digest = sha256_file(folder / filename)
     cached = cache_dir() / f"{name}-{digest[:16]}"
     meta = {"model_file": filename, "model_file_sha256": digest, "revision": f"gguf-sha256:{digest}"}
     if not (cached / "config.json").exists():
+        print(f"nbutils: de-quantizing GGUF {filename} once into {cached}", file=sys.stderr, flush=True)
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
         gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
         config = gguf_model.config
@@ -165,11 +167,20 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: st
     if qconf is not None and not torch.cuda.is_available():
         raise ValueError(f"quantization: {quantization!r} needs a CUDA GPU (bitsandbytes); none is available. "
                          "Use quantization='none' on CPU")
+    requested_margin = rescore_margin
+    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
+        raise ValueError(f"rescore_margin: must be a number ≥ 0, got {rescore_margin!r}")
+    margin_note = None
     if rescore_margin and (qconf is not None or dtype == "float32"):
-        rescore_margin = 0.0  # nothing to re-score against: already float32, or no float32 copy possible
+        margin_note = ("already float32: nothing to re-score" if dtype == "float32" and qconf is None
+                       else f"{quantization} weights: no float32 copy to re-score with")
+        rescore_margin = 0.0
+        print(f"rescore_margin: {requested_margin} requested, 0 used ({margin_note})")
     t0 = time.perf_counter()
     meta: dict = {"model": model, "quantization": quantization, "dtype": dtype, "device": device}
     auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
+    if model in EMBEDDED and masked:
+        raise ValueError(f"masked: True needs a masked LM; {model!r} is a causal LM. Set masked: False")
     if model in EMBEDDED and not masked:
         net, tok, extra = _load_embedded(model, torch.float32 if rescore_margin else DTYPES[dtype])
         meta.update(extra)
@@ -189,6 +200,7 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: st
             load_kwargs.update(quantization_config=qconf, device_map="auto")
         elif device.startswith("cuda"):
             print(check_fits_gpu(count_parameters(config), dtype))
+        check_architecture(config, masked)
         net = auto_cls.from_pretrained(model, **load_kwargs)
         meta["revision"] = getattr(net.config, "_commit_hash", None) or revision
     if qconf is None:
@@ -198,9 +210,32 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: st
     if rescore_margin:
         reference, net = net, _half_copy(net, DTYPES[dtype])
     meta.update(load_seconds=round(time.perf_counter() - t0, 2), threads=torch.get_num_threads(),
-                rescore_margin=rescore_margin, n_parameters=sum(p.numel() for p in net.parameters()),
+                rescore_margin=rescore_margin, rescore_margin_requested=requested_margin, rescore_margin_note=margin_note,
+                masked=bool(masked), n_parameters=sum(p.numel() for p in net.parameters()),
                 chat_template_available=bool(getattr(tok, "chat_template", None)))
     return LoadedModel(net, tok, meta, reference)
+
+
+def check_architecture(config, masked: bool) -> None:
+    """A masked LM given to a causal scorer (or the reverse) is an error, not numbers."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    mtype = getattr(config, "model_type", None)
+    archs = list(getattr(config, "architectures", None) or [])
+    causal_arch = any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs)
+    masked_arch = any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs)
+    if masked:
+        if mtype not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or (causal_arch and not masked_arch):
+            raise ValueError(f"masked: True needs a masked LM (e.g. BERT, RoBERTa, ModernBERT); this model is a "
+                             f"{mtype} ({', '.join(archs) or 'no architecture recorded'}). Set masked: False for causal LMs")
+    else:
+        decoder_only_capable = mtype in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        if not decoder_only_capable or (masked_arch and not causal_arch) or (
+                mtype in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not causal_arch and not getattr(config, "is_decoder", False)):
+            raise ValueError(f"model: this is a masked LM ({mtype}, {', '.join(archs) or 'no architecture recorded'}); "
+                             "the causal scorer would give meaningless numbers. Use masked: True (pseudo-log-likelihood) "
+                             "with the sentence scorer")
 
 
 def _half_copy(model: torch.nn.Module, dtype) -> torch.nn.Module:

@@ -11,9 +11,24 @@ import time
 import pandas as pd
 import pytest
 
-from nbutils import artifacts
-from nbutils.models import load_model
-from nbutils.runs import SCORE_COLUMNS, load_scores, merge_shards, score_run
+from nbutils import artifacts, paths, studies
+from nbutils.engine import runs
+from nbutils.engine.models import load_model
+
+SPEC = studies.get("monotonicity").spec
+STUDY1_COLUMNS = ["prompt_id", "logp_yes", "logp_no", "margin", "pred_yes", "label", "correct", "n_tokens", "rescored"]
+
+
+def score_run(run, lm, **kw):
+    return runs.score_run(run, lm, SPEC, **kw)
+
+
+def load_scores(run, **kw):
+    return runs.load_scores(run, SPEC, **kw)
+
+
+def merge_shards(run, slug, **kw):
+    return runs.merge_shards(run, slug, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +49,7 @@ def test_outputs_and_sidecar(tmp_path, tiny_run, lm):
     df, meta = score_run(run, lm, progress=False)
     files = sorted(p.name for p in (run / "scores").iterdir() if p.is_file())
     assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".parquet")
-    assert list(df.columns) == SCORE_COLUMNS and len(df) == 24
+    assert set(STUDY1_COLUMNS) <= set(df.columns) and df.columns[0] == "prompt_id" and len(df) == 24
     assert (df["pred_yes"] == (df["logp_yes"] > df["logp_no"])).all()
     assert (df["correct"] == (df["pred_yes"] == df["label"])).all()
     side = artifacts.read_json(run / "scores" / files[0])
@@ -69,8 +84,10 @@ def test_changed_prompts_file_is_refused(tmp_path, tiny_run, lm):
     score_run(run, lm, progress=False)
     p = pd.read_parquet(run / "prompts.parquet")
     artifacts.write_parquet(p.iloc[::-1], run / "prompts.parquet")
-    with pytest.raises(artifacts.OverwriteError, match="prompts_sha256"):
+    with pytest.raises(ValueError, match="^run_dir: .*prompts.parquet does not match the sha256 in prompts.json"):
         score_run(run, lm, progress=False)
+    with pytest.raises(ValueError, match="does not match the sha256"):
+        load_scores(run)
 
 
 def test_resume_after_interruption_matches_uninterrupted(tmp_path, tiny_run, lm):
@@ -91,17 +108,17 @@ def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
     run = fresh_run(tmp_path, tiny_run)
     script = textwrap.dedent(f"""
         import sys, time
-        from nbutils import scoring
-        from nbutils.models import load_model
-        from nbutils.runs import score_run
-        real = scoring.score_batch
+        from nbutils import studies
+        from nbutils.engine import choices, runs
+        from nbutils.engine.models import load_model
+        real = choices.score_batch
         def slow(*a, **k):
             time.sleep(0.25)
             return real(*a, **k)
-        scoring.score_batch = slow
+        choices.score_batch = slow
         lm = load_model({str(tiny_model_dir)!r}, device="cpu", threads=1)
         print("loaded", flush=True)
-        score_run({str(run)!r}, lm, batch_size=1, checkpoint_every=3, progress=False)
+        runs.score_run({str(run)!r}, lm, studies.get("monotonicity").spec, batch_size=1, checkpoint_every=3, progress=False)
     """)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
@@ -134,6 +151,8 @@ def test_shards_merge_into_the_unsharded_file(tmp_path, tiny_run, lm):
     assert merged.equals(full) and meta["num_shards"] == 1
     with pytest.raises(ValueError, match="^shard_index:"):
         score_run(sharded, lm, shard_index=3, num_shards=3)
+    with pytest.raises(ValueError, match="^slug: no shards"):
+        merge_shards(sharded, "nobody")
 
 
 def test_atomic_write_never_leaves_a_truncated_file(tmp_path):
@@ -152,5 +171,80 @@ def test_atomic_write_never_leaves_a_truncated_file(tmp_path):
 
 
 def test_missing_prompts_file_is_a_clear_error(tmp_path, lm):
-    with pytest.raises(ValueError, match="^run_dir: no prompts file"):
+    with pytest.raises(ValueError, match="^run_dir: no dataset at .*prompts.parquet; run notebooks/monotonicity/01_generate"):
         score_run(tmp_path, lm)
+
+
+def test_limit_is_stratified_seeded_and_kept_beside_the_full_run(tmp_path, tiny_run, lm):
+    run = fresh_run(tmp_path, tiny_run)
+    prompts = pd.read_parquet(run / "prompts.parquet")
+    sorted_file = prompts.sort_values("label", ascending=False)  # every Yes before every No
+    picked = runs.select_limit(sorted_file, SPEC, 2, seed=0)
+    per = picked.groupby(["concept", "condition"])
+    assert (per.size() == 2).all() and (per["label"].sum() == 1).all(), "balanced on the gold answer, not the first rows"
+    pairs = picked.groupby("pair_id")["condition"].nunique()
+    assert (pairs == 2).all(), "a pair's two conditions are kept together"
+    assert runs.select_limit(sorted_file, SPEC, 2, seed=0).equals(picked)
+    full, _ = score_run(run, lm, progress=False)
+    small, meta = score_run(run, lm, limit=2, progress=False)
+    assert len(small) == 8 and meta["limit"] == 2
+    names = sorted(p.name for p in (run / "scores").glob("*.parquet"))
+    assert names == [f"{paths.model_slug(lm.meta['model'])}.limit-2.parquet", f"{paths.model_slug(lm.meta['model'])}.parquet"]
+    assert len(load_scores(run)) == 24, "the limited run is not analysed as the full one"
+    assert {r["status"] for r in load_scores(run).attrs["excluded"]} == {"limited"}
+    assert len(load_scores(run, include_limited=True)) == 32
+
+
+def test_stale_and_unfinished_scores_are_listed_not_mixed(tmp_path, tiny_run, lm):
+    run = fresh_run(tmp_path, tiny_run)
+    score_run(run, lm, progress=False)
+    score_run(run, lm, batch_size=2, checkpoint_every=1, limit=3, progress=False, stop_after=2)
+    inv = runs.score_inventory(run, SPEC)
+    assert sorted(inv["status"]) == ["incomplete", "ok"]
+    assert inv.loc[inv.status == "incomplete", "n_done"].iloc[0] == 4
+    notes = runs.excluded_notes(load_scores(run))
+    assert len(notes) == 1 and "unfinished (4/12 rows)" in notes[0]
+
+
+def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
+    """Negation stimuli: limit, checkpoints and resume, shards and merge, exactly as for answer choices."""
+    from nbutils.engine.sentences import sentence_logprobs
+    from nbutils.studies.negation import dataset
+
+    run = tmp_path / "neg"
+    df, params = dataset.build_stimuli(structures=["because"], max_roots=3)
+    dataset.write_stimuli(df, run, params)
+    spec = studies.get("negation").spec
+    whole, meta = runs.score_run(run, lm, spec, batch_size=4, progress=False)
+    ref = sentence_logprobs(lm.model, lm.tokenizer, df["sentence"].tolist(), batch_size=4)
+    assert list(whole["stimulus_id"]) == list(df["stimulus_id"]) and meta["scorer"] == "sentences"
+    assert (whole["sum_logprob"] - ref["sum_logprob"]).abs().max() < 1e-4
+    b = tmp_path / "neg2"
+    dataset.write_stimuli(df, b, params)
+    part, m = runs.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, stop_after=2, progress=False)
+    assert not m["complete"] and len(part) == 8
+    resumed, m = runs.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, progress=False)
+    assert m["complete"] and resumed.equals(whole)
+    c = tmp_path / "neg3"
+    dataset.write_stimuli(df, c, params)
+    for i in range(2):
+        runs.score_run(c, lm, spec, batch_size=4, shard_index=i, num_shards=2, progress=False)
+    merged, _ = runs.merge_shards(c, paths.model_slug(lm.meta["model"]))
+    assert merged.equals(whole)
+    lim, m = runs.score_run(run, lm, spec, batch_size=4, limit=2, progress=False)
+    assert lim.merge(df, on="stimulus_id")["item_id"].nunique() == 2 and len(lim) == 8, "limit counts whole items"
+    with pytest.raises(ValueError, match="^rescore_margin: applies to answer choices only"):
+        runs.check_params(spec=spec, rescore_margin=0.5)
+    with pytest.raises(ValueError, match="^masked: answer choices need a causal LM"):
+        runs.check_params(spec=SPEC, masked=True)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_size=0), "^batch_size:"), (dict(batch_size="big"), "^batch_size:"), (dict(limit=0), "^limit:"),
+    (dict(limit=True), "^limit:"), (dict(checkpoint_every=0), "^checkpoint_every:"), (dict(num_shards=0), "^num_shards:"),
+    (dict(shard_index=2, num_shards=2), "^shard_index:"), (dict(pll_variant="l2r"), "^pll_variant:"),
+    (dict(chat_template="maybe"), "^chat_template:"), (dict(rescore_margin=-1), "^rescore_margin:"),
+])
+def test_run_parameters_are_checked_without_a_model(bad, match):
+    with pytest.raises(ValueError, match=match):
+        runs.check_params(**bad)

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import negation
+from nbutils.studies.negation import dataset as negation
+from nbutils.studies.negation import stats as nstats
 from nbutils.paths import repo_root
 
 
@@ -78,34 +79,35 @@ def simulate(interaction: float, seed: int, n_roots: int = 40) -> pd.DataFrame:
 
 
 def test_mixed_model_recovers_a_planted_interaction():
-    table, info = negation.fit_lmm(simulate(-8.0, seed=1))
+    table, info = nstats.fit_lmm(simulate(-8.0, seed=1))
     inter = table.set_index("term").loc["context × form"]
     assert info["converged"] and inter["p"] < 0.001 and abs(inter["coef"] + 8) < 3 * inter["se"]
     assert inter["stars"] == "***"
 
 
 def test_mixed_model_finds_none_when_none_is_planted():
-    table, info = negation.fit_lmm(simulate(0.0, seed=2))
+    table, info = nstats.fit_lmm(simulate(0.0, seed=2))
     inter = table.set_index("term").loc["context × form"]
     assert info["converged"] and inter["p"] > 0.05 and inter["ci_low"] < 0 < inter["ci_high"]
 
 
 def test_three_specifications_and_agreement():
-    coefs, agree = negation.lmm_tables(simulate(-8.0, seed=3))
+    coefs, agree = nstats.lmm_tables(simulate(-8.0, seed=3))
     assert set(coefs["spec"]) == {"ppl", "log_ppl", "log_ppl+tokens"}
     assert "n_tokens" in set(coefs[coefs.spec == "log_ppl+tokens"]["term"])
     assert agree.iloc[0]["interaction_conclusions_agree"] and agree.iloc[0]["interaction_ppl"] == "negative, p < .05"
-    t1 = negation.seed_table(coefs)
+    t1 = nstats.seed_table(coefs)
     assert list(t1["term"]) == ["context", "form", "context × form"] and t1["cell"].iloc[2].endswith("***")
 
 
 def test_degenerate_data_is_flagged_not_reported_as_valid():
     d = simulate(0.0, seed=4).assign(ppl=50.0, log_ppl=np.log(50.0))
-    coefs, agree = negation.lmm_tables(d)
+    coefs, agree = nstats.lmm_tables(d)
     assert not coefs["valid"].any()
     assert agree.iloc[0]["specs_converged"] == 0 and not agree.iloc[0]["interaction_conclusions_agree"]
 
 
+@pytest.mark.notebooks
 def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     from nbutils.sweep import run_sweep
 
@@ -113,24 +115,59 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert report.scored == ["smollm2-135m-instruct"] and report.analyzed and not report.failed
     scores = pd.read_parquet(tmp_path / "scores" / "smollm2-135m-instruct.parquet")
     assert len(scores) == 6 * 2 * 2 * 4 and (scores["ppl"] > 1).all()
-    assert {"token_diff_neg_minus_aff", "n_tokens", "log_ppl"} <= set(scores.columns)
+    assert {"stimulus_id", "n_tokens", "sum_logprob", "ppl"} <= set(scores.columns)
     meta = json.loads((tmp_path / "scores" / "smollm2-135m-instruct.json").read_text())
-    assert meta["scorer"] == "perplexity" and 0 <= meta["share_equal_token_length"] <= 1
+    assert meta["scorer"] == "sentences" and meta["sentence_scorer"] == "perplexity" and meta["complete"]
     assert (tmp_path / "tables" / "table1_ppl.csv").exists() and (tmp_path / "figures" / "interaction.png").exists()
+    tl = pd.read_csv(tmp_path / "tables" / "token_length.csv")
+    assert 0 <= tl["share_equal"].iloc[0] <= 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == [
-        "01_stimuli.ipynb", "02_score__smollm2-135m-instruct.ipynb", "03_analyze.ipynb"]
+        "01_stimuli.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
 
 
 def test_negation_skip_check_sees_the_pll_variant(tmp_path):
-    from nbutils import artifacts
-    from nbutils.sweep import already_scored
+    from nbutils import artifacts, studies
+    from nbutils.engine.runs import is_done
 
     (tmp_path / "scores").mkdir()
     (tmp_path / "stimuli.parquet").write_bytes(b"x")
-    artifacts.write_json({"complete": True, "model": "bert-base-uncased", "prompts_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"),
-                          "pll_variant": "original", "batch_size": 64}, tmp_path / "scores" / "bert-base-uncased.json")
+    artifacts.write_json({"complete": True, "model": "bert-base-uncased", "dataset_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"),
+                          "pll_variant": "original", "batch_size": 64, "masked": True, "limit": None},
+                         tmp_path / "scores" / "bert-base-uncased.json")
     params = {"model": "bert-base-uncased", "masked": True, "batch_size": 64}
-    assert already_scored(tmp_path, dict(params, pll_variant="original"), "stimuli.parquet")
-    assert not already_scored(tmp_path, dict(params, pll_variant="within_word_l2r"), "stimuli.parquet")
+    spec = studies.get("negation").spec
+    assert is_done(tmp_path, spec, dict(params, pll_variant="original"))
+    assert not is_done(tmp_path, spec, dict(params, pll_variant="within_word_l2r"))
+    assert not is_done(tmp_path, spec, dict(params, pll_variant="original", limit=2)), "a limited run is another file"
+
+
+def test_csv_encoding_empty_header_only_and_blank_ids_name_the_file(tmp_path):
+    p = tmp_path / "s.csv"
+    p.write_bytes("item_id,context,form,sentence\nr1,consistent,affirmative,Caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"^stimuli_csv: .*s\.csv is not UTF-8 text \(byte \d+, line 2\)"):
+        negation.load_stimuli_csv(p)
+    p.write_text("")
+    with pytest.raises(ValueError, match=r"^stimuli_csv: .*s\.csv is empty"):
+        negation.load_stimuli_csv(p)
+    p.write_text("item_id,context,form,sentence\n")
+    with pytest.raises(ValueError, match=r"^stimuli_csv: .*s\.csv has a header but no stimuli"):
+        negation.load_stimuli_csv(p)
+    p.write_text("item_id,context,form,sentence\n ,consistent,affirmative,A b.\n")
+    with pytest.raises(ValueError, match=r"^stimuli_csv: row 2 of .*s\.csv has a blank item_id"):
+        negation.load_stimuli_csv(p)
+
+
+def test_edited_csv_changes_the_recorded_parameters(tmp_path):
+    good = negation.expand_stimuli(negation.load_roots().head(1), structures=["because"])[["item_id", "context", "form", "sentence"]]
+    p = tmp_path / "s.csv"
+    good.to_csv(p, index=False)
+    df1, par1 = negation.build_stimuli(str(p))
+    negation.write_stimuli(df1, tmp_path / "run", par1)
+    good.assign(sentence=good["sentence"] + " Indeed.").to_csv(p, index=False)
+    df2, par2 = negation.build_stimuli(str(p))
+    assert par1["stimuli_csv_sha256"] != par2["stimuli_csv_sha256"]
+    with pytest.raises(FileExistsError, match="other parameters"):
+        negation.write_stimuli(df2, tmp_path / "run", par2)
+    assert df1["stimulus_id"].is_unique and df1.columns[0] == "stimulus_id"

@@ -7,9 +7,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from . import artifacts, plots, stats
-from .paths import resolve
-from .runs import load_scores
+from ... import artifacts, paths
+from . import plots, stats
+from ...engine.runs import excluded_notes
+from .scores import load_scores
 
 
 @dataclass
@@ -51,8 +52,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
 
 def write(a: Analysis, run_dir) -> list[Path]:
     """Tables as CSV (+ LaTeX for the paper tables), figures as PNG and PDF, summary.json."""
-    run = resolve(run_dir)
-    tdir, fdir = run / "tables", run / "figures"
+    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
     files = []
     for name, t in a.tables.items():
         files += artifacts.write_table(t, tdir / name, index=name == "appendix_b",
@@ -63,15 +63,18 @@ def write(a: Analysis, run_dir) -> list[Path]:
     if not a.tables["difficulty"].empty:
         figs["difficulty_curves"] = plots.difficulty_curves(a.tables["difficulty"]).figure
     for name, fig in figs.items():
-        files += plots.save(fig, fdir / name)
+        files += artifacts.save_figure(fig, fdir / name)
         plt.close(fig)
-    files.append(artifacts.write_json(a.summary, run / "summary.json"))
+    files.append(artifacts.write_json(a.summary, paths.summary_path(run_dir)))
     a.files = files
     return files
 
 
-def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0) -> Analysis:
-    """Load every complete model's scores in ``run_dir``, compute all tables, write them."""
-    a = compute(load_scores(run_dir), n_boot=n_boot, seed=seed)
+def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    scores = load_scores(run_dir, include_limited=include_limited)
+    a = compute(scores, n_boot=n_boot, seed=seed)
+    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
+    a.summary["_notes"] = a.notes
     write(a, run_dir)
     return a

@@ -1,8 +1,6 @@
 """Figures of the monotonicity study (seaborn/matplotlib), drawn from the tables in nbutils.stats."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
@@ -10,15 +8,6 @@ import seaborn as sns
 from .stats import threshold_value
 
 PALETTE = {"upward": "#1f77b4", "downward": "#d62728"}
-
-
-def save(fig: plt.Figure, path_stem: Path) -> list[Path]:
-    """Write a figure as PNG and PDF; return both paths."""
-    path_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [path_stem.with_suffix(".png"), path_stem.with_suffix(".pdf")]
-    for p in paths:
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-    return paths
 
 
 def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:

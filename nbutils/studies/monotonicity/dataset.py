@@ -23,7 +23,7 @@ COLUMNS = [
 @lru_cache(maxsize=1)
 def nouns() -> tuple[str, ...]:
     """The 100 plural nouns shipped with the module (see scripts/build_nouns.py for how they were chosen)."""
-    text = resources.files("nbutils").joinpath("data/nouns.tsv").read_text()
+    text = resources.files(__package__).joinpath("data/nouns.tsv").read_text()
     rows = [line.split("\t") for line in text.strip().splitlines()[1:]]
     return tuple(r[1] for r in rows)
 
@@ -117,3 +117,19 @@ def generate_prompts(concepts, conditions=CONDITIONS, prompts_per_concept: int =
     rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed)]
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"label": bool, "query_total": "int64", "query_count": "int64", "n_examples": "int64", "seed": "int64"})
+
+
+def choice_items(prompts: pd.DataFrame):
+    """The engine's view of the prompts: every prompt is answered Yes or No; gold is its label."""
+    from ...engine.spec import ChoiceItems
+
+    return ChoiceItems(("Yes", "No"), ["Yes" if b else "No" for b in prompts["label"]])
+
+
+def write_prompts(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool = False) -> dict:
+    """``{run_dir}/prompts.parquet`` + sidecar; refuses to replace a dataset made with other parameters."""
+    from ... import artifacts
+    from ...paths import prompts_path
+
+    return artifacts.write_dataset(df, prompts_path(run_dir), {"parameters": parameters, "nouns": len(nouns())},
+                                   overwrite)

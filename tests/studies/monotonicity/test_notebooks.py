@@ -1,18 +1,26 @@
-"""Papermill smoke run of all three notebooks on small parameters with the real embedded model."""
+"""Papermill smoke run of the study's notebooks on small parameters with the real embedded model, and the check
+that the redesign kept study 1's prompts and scores (recorded before the move, from commit b5ed2da)."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import nbformat
 import pandas as pd
 import pytest
 import yaml
+from pathlib import Path
 
 from nbutils import artifacts
 from nbutils.paths import repo_root
-from nbutils.sweep import NOTEBOOKS, execute, run_sweep
+from nbutils import studies
+from nbutils.studies.monotonicity.dataset import generate_prompts
+from nbutils.sweep import execute, run_sweep
 
 ROOT = repo_root()
+NOTEBOOKS = studies.get("monotonicity").notebooks
+DATA = Path(__file__).parent / "data"
+pytestmark = pytest.mark.notebooks
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +34,7 @@ def test_sweep_runs_generate_score_analyze(swept):
     run, report = swept
     assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
     assert sorted(p.name for p in (run / "notebooks").iterdir()) == [
-        "01_generate.ipynb", "02_score__smollm2-135m-instruct.ipynb", "03_analyze.ipynb"]
+        "01_generate.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     for nb in (run / "notebooks").iterdir():
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
@@ -42,6 +50,27 @@ def test_real_model_scores_and_metadata(swept):
     assert meta["used_chat_template"] and meta["answer_strings"] == ["Yes", "No"] and meta["single_forward_pass"]
     assert meta["revision"].startswith("gguf-sha256:") and meta["prompts_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
     assert meta["versions"]["torch"] and meta["prompts_per_second"] > 0
+
+
+def test_same_parameters_give_the_same_prompts_as_before_the_redesign():
+    """The CI dataset's content hash, recorded from the pre-redesign code, is reproduced exactly."""
+    before = json.loads((DATA / "ci_prompts.json").read_text())
+    df = generate_prompts(**before["dataset_params"])
+    assert list(df.columns) == before["columns"] and len(df) == before["rows"]
+    assert {c: str(t) for c, t in df.dtypes.items()} == before["dtypes"]
+    canon = json.dumps(df.astype(str).to_dict("records"), sort_keys=True).encode()
+    assert hashlib.sha256(canon).hexdigest() == before["content_sha256"]
+
+
+def test_same_model_gives_the_same_scores_as_before_the_redesign(swept):
+    """Embedded-model log-probs of the CI dataset through the new engine run equal the recorded ones within 1e-4."""
+    run, _ = swept
+    before = pd.read_csv(DATA / "ci_scores.csv")
+    now = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.parquet")
+    both = before.merge(now, on="prompt_id", suffixes=("_before", ""), validate="one_to_one")
+    assert len(both) == len(before) == 32
+    for col in ("logp_yes", "logp_no"):
+        assert (both[col] - both[f"{col}_before"]).abs().max() < 1e-4, col
 
 
 def test_analysis_outputs(swept):
@@ -83,7 +112,7 @@ def test_generate_notebook_reports_bad_parameters(tmp_path):
 
 def test_committed_notebooks_are_clean_and_parameterized():
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").rglob("*.ipynb"))
-    assert len(paths) == 6 and set(NOTEBOOKS.values()) <= set(paths)
+    assert len(paths) == 5 and set(NOTEBOOKS.values()) <= set(paths)
     for rel in paths:
         nb = nbformat.read(ROOT / rel, as_version=4)
         assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -111,13 +140,13 @@ def test_embedded_model_second_load_is_fast(swept):
     import subprocess
     import sys
 
-    from nbutils.models import cache_dir
+    from nbutils.engine.models import cache_dir
 
     script = (
         "import time; t0 = time.perf_counter()\n"
         "import torch, transformers\n"
         "from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM\n"
-        "from nbutils.models import load_model\n"
+        "from nbutils.engine.models import load_model\n"
         "t1 = time.perf_counter(); lm = load_model('smollm2-135m-instruct', device='cpu'); t2 = time.perf_counter()\n"
         "print('RESULT', t1 - t0, t2 - t1, lm.meta['dequantized_cache'])\n"
     )
@@ -130,9 +159,14 @@ def test_embedded_model_second_load_is_fast(swept):
 
 
 def test_sweep_skip_check_respects_precision(swept):
-    from nbutils.sweep import already_scored
+    from nbutils.engine.runs import is_done
 
     run, _ = swept
+    spec = studies.get("monotonicity").spec
+
+    def already_scored(r, params):
+        return is_done(r, spec, params)
+
     assert already_scored(run, {"model": "smollm2-135m-instruct", "quantization": "none", "dtype": "auto"})
     assert already_scored(run, {"model": "smollm2-135m-instruct", "dtype": "float32"})
     assert not already_scored(run, {"model": "smollm2-135m-instruct", "dtype": "bfloat16"})

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import analysis, stats
-from nbutils.prompts import generate_prompts
+from nbutils.studies.monotonicity import analysis, stats
+from nbutils.studies.monotonicity.dataset import generate_prompts
 
 CONCEPTS = ["more than 1/2", "less than 1/2", "more than 1/3", "less than 1/3", "more than 1/4", "less than 1/4"]
 

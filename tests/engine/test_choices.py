@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from nbutils.prompts import generate_prompts
-from nbutils.scoring import (answer_logprobs, build_requests, naive_answer_logprobs, plan_batches, score_batch,
-                             score_batches)
+from nbutils.studies.monotonicity.dataset import generate_prompts
+from nbutils.engine.batching import plan_batches
+from nbutils.engine.choices import (answer_logprobs, build_requests, choice_frame, naive_answer_logprobs, normalize_answer,
+                                    option_names, score_batch, score_batches)
+from nbutils.engine.spec import ChoiceItems
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +132,65 @@ def test_a_margin_above_the_bf16_margin_error_gives_float32_decisions(tiny_llama
         got[r.indices] = r.logprobs
     assert ((got[:, 0] > got[:, 1]) == (exact[:, 0] > exact[:, 1])).all()
     assert 0 < sum(sum(r.rescored) for r in res) <= len(texts)
+
+
+@pytest.mark.parametrize("chat", ["always", "never"])
+def test_per_prompt_option_sets_letters_and_full_texts_equal_the_naive_reference(tiny_llama, tiny_tokenizer, texts, chat):
+    """Option sets that differ per prompt (two to four options, one token or several) score like whole sequences."""
+    options = [("A", "B", "C", "D"), ("Yes", "No"), ("Yes indeed", "No never", "maybe"), ("B", "A")] * 4
+    options = options[: len(texts)]
+    req = build_requests(tiny_tokenizer, texts, chat, options)
+    batches = plan_batches([len(p) for p in req.prompt_ids], 3)
+    got = [None] * len(texts)
+    for r in score_batches(tiny_llama, req, batches, progress=False):
+        for i, lp in zip(r.indices, r.logprobs):
+            got[i] = lp
+    ref = naive_answer_logprobs(tiny_llama, tiny_tokenizer, texts, chat, options)
+    for g, e, o in zip(got, ref, options):
+        assert len(g) == len(o) and np.abs(g - e).max() < 1e-4
+
+
+def test_system_message_goes_to_the_system_turn_or_the_user_turn_when_refused(tiny_tokenizer, texts):
+    req = build_requests(tiny_tokenizer, texts[:1], "always", systems=["You are a careful judge."])
+    text = tiny_tokenizer.decode(req.prompt_ids[0])
+    assert "<|im_start|>system\nYou are a careful judge.<|im_end|>" in text and not req.system_in_user_turn
+    strict = copy.deepcopy(tiny_tokenizer)
+    strict.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not "
+                            "supported') }}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    moved = build_requests(strict, texts[:1], "always", systems=["You are a careful judge."])
+    assert moved.system_in_user_turn
+    assert "<|im_start|>user\nYou are a careful judge.\n\n" in strict.decode(moved.prompt_ids[0])
+    base = build_requests(tiny_tokenizer, texts[:1], "never", systems=["You are a careful judge."])
+    assert tiny_tokenizer.decode(base.prompt_ids[0]).removeprefix("<s>").startswith("You are a careful judge.\n\nThere are")
+
+
+def test_options_must_be_two_distinct_non_blank(tiny_tokenizer, texts):
+    for bad in [("Yes",), ("Yes", "Yes"), ("Yes", " ")]:
+        with pytest.raises(ValueError, match="^options: prompt 0"):
+            build_requests(tiny_tokenizer, texts[:1], "never", bad)
+
+
+def test_choice_frame_columns_normalised_scores_and_correctness(tiny_tokenizer, texts):
+    req = build_requests(tiny_tokenizer, texts[:3], "never", ("Yes indeed", "No"))
+    lps = [np.array([-2.0, -1.5]), np.array([-3.0, -4.0]), np.array([-9.0, -5.0])]
+    df = choice_frame(["a", "b", "c"], ChoiceItems(("Yes indeed", "No"), ["No", "Yes indeed", "Yes indeed"]), req, lps,
+                      [False] * 3)
+    ntok = len(req.option_ids[0][0])
+    assert ntok > 1 and list(df["logp_yes_indeed"]) == [-2.0, -3.0, -9.0]
+    assert np.allclose(df["norm_token_yes_indeed"], df["logp_yes_indeed"] / ntok)
+    assert np.allclose(df["norm_char_no"], df["logp_no"] / len(" No"))
+    assert list(df["choice"]) == ["No", "Yes indeed", "No"] and list(df["correct"]) == [True, True, False]
+    assert list(df["margin"]) == [-0.5, 1.0, -4.0]
+    assert "pred_yes" not in df, "pred_yes only for exactly Yes/No"
+    per_row = choice_frame(["a", "b"], ChoiceItems([("x y", "z"), ("p", "q", "r")], None),
+                           build_requests(tiny_tokenizer, texts[:2], "never", [("x y", "z"), ("p", "q", "r")]),
+                           [np.array([-1.0, -2.0]), np.array([-3.0, -1.0, -2.0])], [False, True])
+    assert {"logp_0", "logp_1", "logp_2"} <= set(per_row.columns) and np.isnan(per_row["logp_2"].iloc[0])
+    assert per_row["margin"].iloc[1] == 1.0 and "correct" not in per_row
+
+
+def test_option_names_and_answer_normalisation():
+    assert option_names(("Yes", "No")) == ["yes", "no"] and option_names(("A", "B", "C")) == ["a", "b", "c"]
+    assert option_names(("The cat sat on the mat today", "No")) == ["0", "1"]
+    assert normalize_answer(" Yes. ") == "yes" and normalize_answer("No") == "no" and normalize_answer("B.") == "b"

@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from nbutils import models
+from nbutils.engine import models
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -64,8 +64,8 @@ def test_local_folder_loads_with_metadata(tiny_model_dir):
 @needs_cuda
 @pytest.mark.parametrize("q", ["8bit", "4bit"])
 def test_quantized_model_scores_on_gpu(tiny_model_dir, tiny_tokenizer, q):
-    from nbutils.prompts import generate_prompts
-    from nbutils.scoring import answer_logprobs, build_requests
+    from nbutils.studies.monotonicity.dataset import generate_prompts
+    from nbutils.engine.choices import answer_logprobs, build_requests
 
     lm = models.load_model(str(tiny_model_dir), quantization=q)
     texts = generate_prompts(["more than 1/2"], prompts_per_concept=2, n_examples=4)["text"].tolist()

@@ -1,0 +1,81 @@
+"""Batch plans, padding, and out-of-memory halving, shared by every scorer."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int | str = "auto", device: str = "cpu",
+                 token_budget: int | None = None) -> list[list[int]]:
+    """Longest first, grouped under a token budget (``auto``) or a fixed number of rows; deterministic.
+
+    ``auto`` on CUDA packs up to ``token_budget`` tokens (default 16,384) and 64 rows per batch; on CPU one row
+    per batch, which is fastest there because padding costs more than batching saves.
+    """
+    if batch_size == "auto":
+        budget, max_rows = ((token_budget or 16384), 64) if str(device).startswith("cuda") else (None, 1)
+    elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
+        budget, max_rows = None, batch_size
+    else:
+        raise ValueError(f"batch_size: must be 'auto' or a positive integer, got {batch_size!r}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        width = lengths[cur[0]] if cur else lengths[i]
+        full = len(cur) >= max_rows or (budget is not None and (len(cur) + 1) * width > budget)
+        if cur and full:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Left-padded ids, attention mask and position ids (mask and positions None when no padding is needed)."""
+    width = max(len(s) for s in seqs)
+    if all(len(s) == width for s in seqs):
+        return torch.tensor([list(s) for s in seqs], device=device), None, None
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, width - len(s):] = torch.tensor(list(s))
+        mask[row, width - len(s):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), positions.to(device)
+
+
+def right_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and attention mask (CPU tensors) for a batch of token sequences."""
+    ids = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = torch.tensor(list(s))
+        mask[row, : len(s)] = 1
+    return ids, mask
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's input embeddings."""
+    return model.get_input_embeddings().weight.device
+
+
+def is_oom(err: BaseException) -> bool:
+    """True for a CUDA (or other backend) out-of-memory error."""
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def with_oom_halving(fn: Callable[[list[int]], list], batch: list[int]) -> list:
+    """``fn(batch)``; on out-of-memory, free the cache, split the batch in two and retry each half."""
+    try:
+        return fn(batch)
+    except (torch.OutOfMemoryError, RuntimeError) as err:
+        if not is_oom(err) or len(batch) == 1:
+            raise
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        half = len(batch) // 2
+        return with_oom_halving(fn, batch[:half]) + with_oom_halving(fn, batch[half:])

@@ -1,0 +1,343 @@
+"""Answer choices: the log-probability a model gives each answer option after a prompt.
+
+Options may be Yes/No, letters (A–E) or full texts, and the set may differ per prompt. When every option of
+every prompt in a batch is one token, one forward pass per prompt scores them all (logits of the last position
+only). Otherwise the prompt is prefilled once and each option is scored from the cached state. Raw sums are
+returned with the token and byte counts needed for lm-evaluation-harness style normalised scores.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .batching import left_pad, model_device, plan_batches, with_oom_halving
+
+YES_NO = ("Yes", "No")
+ANSWERS = YES_NO  # the concept-learning study's answers (kept name)
+CHAT_TEMPLATE_MODES = ("auto", "always", "never")
+
+
+@dataclass
+class Requests:
+    """Tokenized prompts and per-prompt answer continuations, ready for the engine."""
+
+    prompt_ids: list[list[int]]
+    option_ids: list[list[list[int]]]  # [prompt][option] -> token ids of the option as scored
+    option_strings: list[tuple[str, ...]]  # [prompt] -> option texts as scored (base models: with a leading space)
+    used_chat_template: bool
+    pad_id: int
+    system_in_user_turn: bool = False  # the template refused a system message, so it was prefixed to the user turn
+
+    @property
+    def answer_ids(self) -> list[list[int]]:
+        """The option token ids when every prompt has the same options (study 1's Yes/No)."""
+        return self.option_ids[0]
+
+    @property
+    def answer_strings(self) -> tuple[str, ...]:
+        """The option texts as scored, when every prompt has the same options."""
+        return self.option_strings[0]
+
+    def single_token_at(self, i: int) -> bool:
+        """True when every option of prompt ``i`` is one token."""
+        return all(len(a) == 1 for a in self.option_ids[i])
+
+    @property
+    def single_token(self) -> bool:
+        """True when every option of every prompt is one token, so one forward pass per prompt scores them all."""
+        return all(self.single_token_at(i) for i in range(len(self.prompt_ids)))
+
+    def option_token_counts(self, i: int) -> list[int]:
+        """Tokens in each option of prompt ``i`` (for per-token normalisation)."""
+        return [len(a) for a in self.option_ids[i]]
+
+    def option_byte_counts(self, i: int) -> list[int]:
+        """UTF-8 bytes of each option of prompt ``i`` as scored (for per-character normalisation, as lm-eval's acc_norm)."""
+        return [len(s.encode("utf-8")) for s in self.option_strings[i]]
+
+
+def _refuses_system(err: Exception) -> bool:
+    return "system" in str(err).lower()
+
+
+def render_chat(tokenizer, text: str, system: str | None = None) -> tuple[str, bool]:
+    """``text`` as the single user message in the model's own template, with the generation prompt.
+
+    ``system`` goes into a system message; a template that refuses one (it raises) gets it prefixed to the user
+    turn instead, and the second value says so. ``enable_thinking=False`` switches Qwen3's reasoning block off.
+    """
+    kwargs = dict(add_generation_prompt=True, tokenize=False, enable_thinking=False)
+    if system:
+        try:
+            return tokenizer.apply_chat_template([{"role": "system", "content": system},
+                                                  {"role": "user", "content": text}], **kwargs), False
+        except Exception as err:  # noqa: BLE001 - jinja's TemplateError from raise_exception()
+            if not _refuses_system(err):
+                raise
+            return tokenizer.apply_chat_template([{"role": "user", "content": f"{system}\n\n{text}"}], **kwargs), True
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], **kwargs), False
+
+
+def _no_double_bos(ids: list[int], bos_id: int | None) -> list[int]:
+    return ids[1:] if bos_id is not None and len(ids) > 1 and ids[0] == ids[1] == bos_id else ids
+
+
+def use_chat_template(tokenizer, chat_template: str = "auto") -> bool:
+    """Whether prompts go through the chat template (``auto``: when the tokenizer has one)."""
+    if chat_template not in CHAT_TEMPLATE_MODES:
+        raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {chat_template!r}")
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if chat_template == "always" and not has_template:
+        raise ValueError("chat_template: 'always' was requested but this tokenizer has no chat template")
+    return chat_template == "always" or (chat_template == "auto" and has_template)
+
+
+def _per_prompt(options, n: int) -> list[tuple[str, ...]]:
+    if isinstance(options, tuple) or (isinstance(options, list) and options and isinstance(options[0], str)):
+        opts = tuple(options)
+        return [opts] * n
+    if len(options) != n:
+        raise ValueError(f"options: {len(options)} option sets for {n} prompts")
+    return [tuple(o) for o in options]
+
+
+def build_requests(tokenizer, texts: Sequence[str], chat_template: str = "auto",
+                   answers: Sequence[str] | Sequence[Sequence[str]] = YES_NO,
+                   systems: Sequence[str | None] | None = None) -> Requests:
+    """Tokenize prompts once. Chat models: the prompt as the user message, bare options as the assistant's first
+    tokens. Base models: the prompt as is (a system text prefixed), options as continuations with a leading space.
+
+    ``answers`` is one option tuple for every prompt or one tuple per prompt.
+    """
+    use_chat = use_chat_template(tokenizer, chat_template)
+    per = _per_prompt(answers, len(texts))
+    for i, opts in enumerate(per):
+        if len(opts) < 2 or len(set(opts)) != len(opts) or any(not str(o).strip() for o in opts):
+            raise ValueError(f"options: prompt {i} needs at least two distinct, non-blank options, got {list(opts)!r}")
+    systems = list(systems) if systems is not None else [None] * len(texts)
+    bos = tokenizer.bos_token_id
+    refused = False
+    if use_chat:
+        rendered = []
+        for t, s in zip(texts, systems):
+            r, moved = render_chat(tokenizer, t, s)
+            rendered.append(r)
+            refused |= moved
+        prompt_ids = tokenizer(rendered, add_special_tokens=False).input_ids
+        scored = per
+    else:
+        prompt_ids = tokenizer([f"{s}\n\n{t}" if s else t for t, s in zip(texts, systems)], add_special_tokens=True).input_ids
+        scored = [tuple(" " + a for a in opts) for opts in per]
+    prompt_ids = [_no_double_bos(list(p), bos) for p in prompt_ids]
+    cache: dict[str, list[int]] = {}
+
+    def ids(s: str) -> list[int]:
+        if s not in cache:
+            cache[s] = list(tokenizer(s, add_special_tokens=False).input_ids)
+        return cache[s]
+
+    option_ids = [[ids(a) for a in opts] for opts in scored]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    return Requests(prompt_ids, option_ids, scored, use_chat, pad, refused)
+
+
+@torch.inference_mode()
+def last_token_logprobs(model: torch.nn.Module, seqs: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """Float32 log-softmax of the next-token distribution after each sequence: [batch, vocab]."""
+    ids, mask, positions = left_pad(seqs, pad_id, model_device(model))
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, use_cache=False)
+    return out.logits[:, -1, :].float().log_softmax(-1)
+
+
+@torch.inference_mode()
+def _multi_token_logprobs(model: torch.nn.Module, prompt: Sequence[int], answers: Sequence[Sequence[int]]) -> list[float]:
+    """Prefill the prompt once, then score each answer from the cached state (cropped back after each)."""
+    dev = model_device(model)
+    out = model(input_ids=torch.tensor([list(prompt)], device=dev), use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    first = out.logits[0, -1].float().log_softmax(-1)
+    scores = []
+    for ans in answers:
+        lp = first[ans[0]].item()
+        if len(ans) > 1:
+            nxt = model(input_ids=torch.tensor([list(ans[:-1])], device=dev), past_key_values=cache, use_cache=True)
+            logp = nxt.logits[0].float().log_softmax(-1)
+            lp += logp.gather(-1, torch.tensor(ans[1:], device=dev)[:, None]).sum().item()
+            cache.crop(-(len(ans) - 1))  # drop this answer's tokens, keep the prompt's
+        scores.append(lp)
+    return scores
+
+
+def _score_rows(model: torch.nn.Module, req: Requests, batch: list[int]) -> list[np.ndarray]:
+    if all(req.single_token_at(i) for i in batch):
+        logp = last_token_logprobs(model, [req.prompt_ids[i] for i in batch], req.pad_id)
+        out = []
+        for row, i in enumerate(batch):
+            cols = torch.tensor([a[0] for a in req.option_ids[i]], device=logp.device)
+            out.append(logp[row, cols].cpu().numpy().astype(np.float64))
+        return out
+    return [np.array(_multi_token_logprobs(model, req.prompt_ids[i], req.option_ids[i])) for i in batch]
+
+
+def score_batch(model: torch.nn.Module, req: Requests, batch: list[int]) -> list[np.ndarray]:
+    """Log-probabilities of each prompt's options (one array per prompt); out-of-memory halves the batch and retries."""
+    return with_oom_halving(lambda b: _score_rows(model, req, b), batch)
+
+
+def top_two_margin(lp: np.ndarray) -> float:
+    """Log-prob of the best option minus the runner-up (≥ 0): how close the decision was."""
+    s = np.sort(lp)
+    return float(s[-1] - s[-2])
+
+
+@dataclass
+class BatchResult:
+    """What one batch produced: indices into the request list, log-probs per prompt, and which were re-scored.
+
+    ``low_precision`` keeps the fast model's own log-probs from before re-scoring (None without a reference), so
+    the error of the fast path can be measured against float32 on every prompt, not only the re-scored ones.
+    """
+
+    indices: list[int]
+    logprobs: list[np.ndarray]
+    rescored: list[bool] = field(default_factory=list)
+    low_precision: list[np.ndarray] | None = None
+
+
+def score_batches(model, req: Requests, batches: list[list[int]], reference=None, rescore_margin: float = 0.0,
+                  on_result: Callable[[BatchResult], None] | None = None, progress=True) -> list[BatchResult]:
+    """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
+    ``rescore_margin``. ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
+    from tqdm.auto import tqdm
+
+    results = []
+    bar = tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0)
+    for batch in bar:
+        lp = score_batch(model, req, batch)
+        rescored = [False] * len(batch)
+        low = None
+        if reference is not None and rescore_margin > 0:
+            low = [a.copy() for a in lp]
+            close = [k for k in range(len(batch)) if top_two_margin(lp[k]) < rescore_margin]
+            if close:
+                again = score_batch(reference, req, [batch[k] for k in close])
+                for k, a in zip(close, again):
+                    lp[k] = a
+                    rescored[k] = True
+        res = BatchResult(batch, lp, rescored, low)
+        results.append(res)
+        if callable(progress):
+            progress(len(batch))
+        if on_result is not None:
+            on_result(res)
+    return results
+
+
+def answer_logprobs(model, req: Requests, batch_size: int | str = "auto", progress: bool = False) -> np.ndarray:
+    """Convenience: log-probabilities [n_prompts, n_options] in prompt order (every prompt with the same number)."""
+    out = np.zeros((len(req.prompt_ids), len(req.option_ids[0])))
+    batches = plan_batches([len(p) for p in req.prompt_ids], batch_size, str(model_device(model)))
+    for res in score_batches(model, req, batches, progress=progress):
+        out[res.indices] = np.vstack(res.logprobs)
+    return out
+
+
+def naive_answer_logprobs(model, tokenizer, texts: Sequence[str], chat_template: str = "auto",
+                          answers: Sequence[str] | Sequence[Sequence[str]] = YES_NO,
+                          systems: Sequence[str | None] | None = None) -> list[np.ndarray] | np.ndarray:
+    """Reference method of the seeds: score prompt+answer as a whole sequence, sum the answer's tokens (slow, exact)."""
+    req = build_requests(tokenizer, texts, chat_template, answers, systems)
+    out = []
+    dev = model_device(model)
+    with torch.inference_mode():
+        for p, opts in zip(req.prompt_ids, req.option_ids):
+            row = []
+            for a in opts:
+                ids = torch.tensor([p + a], device=dev)
+                logp = model(input_ids=ids, use_cache=False).logits[0].float().log_softmax(-1)
+                targets = torch.tensor(p + a, device=dev)[len(p):]
+                row.append(logp[len(p) - 1:-1].gather(-1, targets[:, None]).sum().item())
+            out.append(np.array(row))
+    if len({len(r) for r in out}) == 1:
+        return np.vstack(out)
+    return out
+
+
+# ---------------------------------------------------------------- turning log-probs into a score table
+
+LETTERS = tuple("ABCDEFGHIJ")
+
+
+def option_names(options: Sequence[str]) -> list[str]:
+    """Column suffixes for a fixed option set: Yes/No → yes, no; letters → a, b…; other short words lowercased;
+    anything else by position (0, 1, …)."""
+    low = [re.sub(r"[^a-z0-9]+", "_", str(o).strip().lower()).strip("_") for o in options]
+    if all(low) and len(set(low)) == len(low) and all(len(x) <= 12 for x in low):
+        return low
+    return [str(i) for i in range(len(options))]
+
+
+def normalize_answer(value) -> str:
+    """An answer as matched against the options: case-folded, surrounding spaces and one trailing full stop removed."""
+    s = str(value).strip()
+    if s.endswith("."):
+        s = s[:-1].rstrip()
+    return s.casefold()
+
+
+def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray], rescored: Sequence[bool],
+                 id_column: str = "prompt_id"):
+    """The score table of a choices run, one row per prompt (in ``ids`` order).
+
+    Columns: ``logp_<option>`` (raw sum of the option's token log-probs), ``norm_token_<option>`` (per token) and
+    ``norm_char_<option>`` (per UTF-8 byte of the option as scored); ``choice`` (the option with the highest raw
+    log-prob), ``choice_norm_token``, ``choice_norm_char``; ``margin`` (with two options: first minus second, e.g.
+    Yes − No; with more: best minus runner-up); with gold answers ``correct`` (and ``correct_norm_*``); for Yes/No
+    ``pred_yes`` and ``label``; ``n_tokens`` (prompt tokens) and ``rescored``. Fixed option sets name their columns
+    (``logp_yes``, ``logp_a``); per-row sets by position (``logp_0``, ``logp_1``, …).
+    """
+    import pandas as pd
+
+    n = len(ids)
+    per = _per_prompt(items.options, n)
+    fixed = len(set(per)) == 1
+    names = option_names(per[0]) if fixed else [str(k) for k in range(max(len(o) for o in per))]
+    k_max = len(names)
+    raw = np.full((n, k_max), np.nan)
+    ntok = np.full((n, k_max), np.nan)
+    nbyte = np.full((n, k_max), np.nan)
+    for r, (lp, opts) in enumerate(zip(logps, per)):
+        raw[r, : len(opts)] = lp
+        ntok[r, : len(opts)] = req.option_token_counts(r)
+        nbyte[r, : len(opts)] = req.option_byte_counts(r)
+    cols: dict = {}
+    for k, name in enumerate(names):
+        cols[f"logp_{name}"] = raw[:, k]
+    for k, name in enumerate(names):
+        cols[f"norm_token_{name}"] = raw[:, k] / ntok[:, k]
+    for k, name in enumerate(names):
+        cols[f"norm_char_{name}"] = raw[:, k] / nbyte[:, k]
+
+    def pick(values: np.ndarray) -> list[str]:
+        return [per[r][int(np.nanargmax(values[r]))] for r in range(n)]
+
+    choice = pick(raw)
+    margins = [raw[r, 0] - raw[r, 1] if len(per[r]) == 2 else top_two_margin(raw[r, : len(per[r])]) for r in range(n)]
+    frame = {id_column: list(ids), **cols, "margin": margins, "choice": choice,
+             "choice_norm_token": pick(raw / ntok), "choice_norm_char": pick(raw / nbyte)}
+    if fixed and tuple(per[0]) == YES_NO:
+        frame["pred_yes"] = np.array([c == "Yes" for c in choice])
+    if items.gold is not None:
+        gold = list(items.gold)
+        if fixed and tuple(per[0]) == YES_NO:
+            frame["label"] = np.array([g == "Yes" for g in gold])
+        frame["correct"] = np.array([c == g for c, g in zip(choice, gold)])
+        frame["correct_norm_token"] = np.array([c == g for c, g in zip(frame["choice_norm_token"], gold)])
+        frame["correct_norm_char"] = np.array([c == g for c, g in zip(frame["choice_norm_char"], gold)])
+    frame["n_tokens"] = np.array([len(p) for p in req.prompt_ids], dtype="int64")
+    frame["rescored"] = np.array(list(rescored), dtype=bool)
+    return pd.DataFrame(frame)

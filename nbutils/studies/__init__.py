@@ -1,0 +1,79 @@
+"""The study registry: every probe the suite carries, as one record each, read by the sweep and the notebooks.
+
+A study is a folder ``nbutils/studies/<name>/`` with the same role files (``dataset.py`` builds and writes the
+dataset, ``stats.py``, ``plots.py``, ``analysis.py``) and notebooks under ``notebooks/<name>/``. Scoring goes
+through the engine with the shared ``notebooks/score.ipynb``. Adding a study is a folder plus one entry below.
+The registry imports nothing heavy: study code is imported only when a record's ``spec`` is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from .. import paths
+from ..engine.spec import DatasetSpec
+
+SCORE_NOTEBOOK = "notebooks/score.ipynb"
+DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `study:` runs
+
+
+@dataclass(frozen=True)
+class Study:
+    """One probe: its notebooks, the dataset file it writes into a run, how the engine scores it and how
+    ``limit`` groups its rows."""
+
+    name: str
+    description: str
+    notebooks: dict  # step ("generate", "score", "analyze") -> notebook path from the repository root
+    dataset_file: str
+    id_column: str
+    scorer: str  # "choices" | "sentences"
+    text_column: str
+    choice_items: str | None = None  # "module:function" giving ChoiceItems for a choices dataset
+    limit_by: tuple[str, ...] = ()
+    limit_unit: str | None = None
+    limit_strata: str | None = None
+    score_defaults: dict = field(default_factory=dict)
+
+    @property
+    def spec(self) -> DatasetSpec:
+        """What the engine needs to score this study's dataset."""
+        fn = None
+        if self.choice_items:
+            module, name = self.choice_items.split(":")
+            fn = getattr(importlib.import_module(module), name)
+        return DatasetSpec(self.dataset_file, self.id_column, self.scorer, self.text_column, fn, self.limit_by,
+                           self.limit_unit, self.limit_strata, what_makes_it=self.notebooks["generate"])
+
+
+REGISTRY: dict[str, Study] = {s.name: s for s in (
+    Study(name="monotonicity",
+          description="in-context concept learning of quantifiers: upward vs downward monotone (seeds 000/001)",
+          notebooks={"generate": "notebooks/monotonicity/01_generate.ipynb", "score": SCORE_NOTEBOOK,
+                     "analyze": "notebooks/monotonicity/03_analyze.ipynb"},
+          dataset_file="prompts.parquet", id_column="prompt_id", scorer="choices", text_column="text",
+          choice_items="nbutils.studies.monotonicity.dataset:choice_items",
+          limit_by=("concept",), limit_unit="pair_id", limit_strata="label"),
+    Study(name="negation",
+          description="negation bias by sentence perplexity, stereotype-consistent vs -inconsistent (seed 003)",
+          notebooks={"generate": "notebooks/negation/01_stimuli.ipynb", "score": SCORE_NOTEBOOK,
+                     "analyze": "notebooks/negation/03_analyze.ipynb"},
+          dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
+          limit_unit="item_id", score_defaults={"batch_size": 32}),
+)}
+
+
+def get(name: str) -> Study:
+    """The registered study called ``name``; a ValueError lists the registered ones."""
+    if name not in REGISTRY:
+        raise ValueError(f"study: must be one of {list(REGISTRY)}, got {name!r}")
+    return REGISTRY[name]
+
+
+def for_run(run_dir) -> Study:
+    """The study whose dataset file is in ``run_dir`` (exactly one must be)."""
+    found = [s for s in REGISTRY.values() if paths.dataset_path(run_dir, s.dataset_file).exists()]
+    if len(found) != 1:
+        what = "no study's dataset" if not found else f"datasets of several studies ({[s.name for s in found]})"
+        raise ValueError(f"study: {paths.resolve(run_dir)} holds {what}; pass study= one of {list(REGISTRY)}")
+    return found[0]
