@@ -100,22 +100,55 @@ def now_utc() -> str:
 def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: bool = False) -> dict:
     """Write a dataset and its ``.json`` sidecar; refuse to replace a different existing dataset.
 
-    Re-running with identical parameters is a no-op that keeps the existing file.
+    Re-running with identical parameters keeps the existing file, after checking it still matches the sha256 its
+    sidecar recorded (a truncated or edited file is rewritten). When the content changes (``overwrite``, or a
+    repair that gives other bytes), the scores made from the old dataset are moved to ``scores/.stale/<time>/``
+    so that no analysis can join them to the new rows.
     """
+    from . import paths
+
     path = Path(path)
     sidecar = path.with_suffix(".json")
-    if path.exists() and not overwrite:
-        old = read_json(sidecar) if sidecar.exists() else {}
-        if old.get("parameters") == meta.get("parameters"):
+    old = read_json(sidecar) if sidecar.exists() else {}
+    if path.exists():
+        same_params = old.get("parameters") == meta.get("parameters")
+        intact = old.get("sha256") == sha256_file(path)
+        if same_params and intact:
             return old
-        raise OverwriteError(
-            f"run_dir: {path} already holds a dataset made with other parameters "
-            f"({old.get('parameters')}); choose another run_dir or pass overwrite=True"
-        )
+        if not same_params and not overwrite:
+            raise OverwriteError(
+                f"run_dir: {path} already holds a dataset made with other parameters "
+                f"({old.get('parameters')}); choose another run_dir or pass overwrite=True"
+            )
+        if same_params and not intact:
+            print(f"{path.name}: does not match the sha256 in {sidecar.name} (truncated or edited); rewriting it")
     write_parquet(df, path)
-    meta = {**meta, "rows": len(df), "sha256": sha256_file(path), "created": now_utc(), "versions": versions()}
+    new_sha = sha256_file(path)
+    if old.get("sha256") and old["sha256"] != new_sha:
+        moved = set_aside_scores(paths.resolve(path).parent)
+        if moved:
+            print(f"{path.name}: changed; {len(moved)} score file(s) made from the old version moved to {moved[0].parent}")
+    meta = {**meta, "rows": len(df), "sha256": new_sha, "created": now_utc(), "versions": versions()}
     write_json(meta, sidecar)
     return meta
+
+
+def set_aside_scores(run_dir) -> list[Path]:
+    """Move every score file and checkpoint of a run into ``scores/.stale/<time>/`` (nothing is deleted)."""
+    from . import paths
+
+    src = paths.scores_dir(run_dir)
+    files = [p for p in src.glob("*") if p.is_file()] + [p for p in (src / ".partial").glob("*") if p.is_file()]
+    if not files:
+        return []
+    dest = paths.stale_dir(run_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
+    dest.mkdir(parents=True, exist_ok=True)
+    moved = []
+    for f in files:
+        target = dest / (f"partial-{f.name}" if f.parent.name == ".partial" else f.name)
+        os.replace(f, target)
+        moved.append(target)
+    return moved
 
 
 def save_figure(fig, path_stem: str | Path) -> list[Path]:

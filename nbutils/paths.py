@@ -106,6 +106,11 @@ def stale_dir(run_dir, stamp: str) -> Path:
     return scores_dir(run_dir) / ".stale" / stamp
 
 
+def stale_sidecars(run_dir) -> list[Path]:
+    """Sidecars of score files set aside because their dataset was regenerated."""
+    return sorted((scores_dir(run_dir) / ".stale").glob("*/*.json"))
+
+
 def tables_dir(run_dir) -> Path:
     """CSV and LaTeX tables of the analysis."""
     return resolve(run_dir) / "tables"

@@ -213,6 +213,10 @@ class _ChoiceScorer:
 
         return plan_batches(self.lengths, batch_size, device)
 
+    def total_lengths(self) -> list[int]:
+        """Prompt plus its longest option, in tokens (what must fit the window)."""
+        return [n + max(len(a) for a in opts) for n, opts in zip(self.lengths, self.req.option_ids)]
+
     def run(self, batches, on_records, progress) -> None:
         from .choices import score_batches
 
@@ -281,6 +285,12 @@ class _SentenceScorer:
             cur.append(i)
             used += self.lengths[i]
         return batches + ([cur] if cur else [])
+
+    def total_lengths(self) -> list[int]:
+        """Tokens of each sentence (or of its masked copies' input) as the model sees it."""
+        if self.masked:
+            return [len(c[0][0]) if c else 0 for c in self.copies]
+        return list(self.lengths)
 
     def run(self, batches, on_records, progress) -> None:
         from tqdm.auto import tqdm
@@ -365,6 +375,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     old = check_existing(paths.sidecar(final), expected, "score file", overwrite)
     if old is not None and final.exists():
         return pd.read_parquet(final), old
+    check_context(lm, scorer, data[spec.id_column].tolist())
     batches = scorer.plan(batch_size, str(_device(lm)))[shard_index::num_shards]
     ids = data[spec.id_column].tolist()
     done: dict[int, dict] = {}
@@ -418,6 +429,30 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     for f in (partial, paths.sidecar(partial), prog_path):
         f.unlink(missing_ok=True)
     return pd.read_parquet(final), meta  # as every later reader sees it
+
+
+def context_window(lm) -> int | None:
+    """The longest input the model was built for (``max_position_embeddings``), if it says."""
+    cfg = getattr(lm.model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_context(lm, scorer, ids: list) -> None:
+    """Inputs longer than the model's window are an error naming the count, the longest input and the window."""
+    window = context_window(lm)
+    if window is None:
+        return
+    totals = scorer.total_lengths()
+    over = [i for i, n in enumerate(totals) if n > window]
+    if over:
+        worst = max(over, key=lambda i: totals[i])
+        raise ValueError(f"context: {len(over)} of {len(totals)} inputs are longer than the model's window of {window} "
+                         f"tokens (longest: {ids[worst]!r}, {totals[worst]} tokens); use shorter prompts (e.g. fewer "
+                         "n_examples) or a model with a longer context")
 
 
 def _device(lm):
@@ -484,14 +519,19 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
     dpath = paths.dataset_path(run_dir, spec.dataset_file)
     current = artifacts.sha256_file(dpath) if dpath.exists() else None
     rows = []
-    for side, partial in [(p, False) for p in paths.score_sidecars(run_dir)] + [(p, True) for p in paths.partial_sidecars(run_dir)]:
+    listed = ([(p, "final") for p in paths.score_sidecars(run_dir)] + [(p, "partial") for p in paths.partial_sidecars(run_dir)]
+              + [(p, "set_aside") for p in paths.stale_sidecars(run_dir)])
+    for side, where in listed:
+        partial = where == "partial"
         try:
             meta = artifacts.read_json(side)
         except ValueError:
             rows.append({"file": side.name, "model": side.stem, "status": "unreadable"})
             continue
         sha = meta.get("dataset_sha256") or meta.get("prompts_sha256")
-        if meta.get("dataset_file", spec.dataset_file) != spec.dataset_file:
+        if where == "set_aside":
+            status = "stale"
+        elif meta.get("dataset_file", spec.dataset_file) != spec.dataset_file:
             status = "other_dataset"
         elif sha != current:
             status = "stale"
@@ -503,7 +543,7 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
             status = "limited"
         else:
             status = "ok"
-        rows.append({"file": side.name, "model": side.stem, "status": status, "limit": meta.get("limit"),
+        rows.append({"file": str(side.relative_to(paths.scores_dir(run_dir))), "model": side.stem, "status": status, "limit": meta.get("limit"),
                      "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model")})
     return pd.DataFrame(rows, columns=["file", "model", "status", "limit", "n_done", "n_planned", "model_id"])
@@ -520,7 +560,7 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
     usable = {"ok", "limited"} if include_limited else {"ok"}
     frames = []
     for r in inv[inv["status"].isin(usable)].itertuples(index=False):
-        s = pd.read_parquet(paths.scores_dir(run_dir) / r.file.replace(".json", ".parquet"))
+        s = pd.read_parquet(paths.scores_dir(run_dir) / Path(r.file).with_suffix(".parquet"))
         s = s.drop(columns=[c for c in s.columns if c in data.columns and c != spec.id_column])
         s.insert(0, "model", r.model)
         frames.append(s.merge(data, on=spec.id_column, how="left", validate="one_to_one"))

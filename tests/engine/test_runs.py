@@ -248,3 +248,8 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
 def test_run_parameters_are_checked_without_a_model(bad, match):
     with pytest.raises(ValueError, match=match):
         runs.check_params(**bad)
+
+
+def test_rates_guard_a_zero_elapsed_time():
+    rates = runs._rates(pd.DataFrame({"prompt_id": ["a"], "n_tokens": [5], "correct": [True], "rescored": [False]}), 0.0)
+    assert rates["rows_per_second"] is None and "tokens_per_second" not in rates and rates["accuracy"] == 1.0

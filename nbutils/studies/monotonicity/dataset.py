@@ -62,6 +62,11 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
     for c in parsed:
         pos, neg = example_space(c)
         need = n // 2 + 1  # n/2 labeled examples plus one unseen query of the same label
+        if min(len(pos), len(neg)) < 3:
+            raise ValueError(
+                f"concepts: {c.name!r} has {len(pos)} positive and {len(neg)} negative scenarios with "
+                f"5 ≤ total ≤ 100; it needs at least 3 of each (2 examples and a query); choose another threshold"
+            )
         if len(pos) < need or len(neg) < need:
             raise ValueError(
                 f"n_examples: {n} needs at least {need} positive and {need} negative scenarios for "
@@ -133,3 +138,20 @@ def write_prompts(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool =
 
     return artifacts.write_dataset(df, prompts_path(run_dir), {"parameters": parameters, "nouns": len(nouns())},
                                    overwrite)
+
+
+def estimate_tokens(df: pd.DataFrame) -> pd.Series:
+    """A rough token count per prompt (characters / 3, on the high side for English BPE vocabularies); the score
+    step checks the exact count against the model's window."""
+    return (df["text"].str.len() / 3).round().astype(int)
+
+
+def warn_if_long(df: pd.DataFrame, warn_tokens: int) -> str | None:
+    """A warning line when the longest prompt may exceed ``warn_tokens`` tokens (None otherwise)."""
+    if isinstance(warn_tokens, bool) or not isinstance(warn_tokens, int) or warn_tokens < 1:
+        raise ValueError(f"warn_tokens: must be a positive integer, got {warn_tokens!r}")
+    est = estimate_tokens(df)
+    if est.max() <= warn_tokens:
+        return None
+    return (f"warning: the longest prompt is about {int(est.max())} tokens (estimate), above warn_tokens={warn_tokens}; "
+            "models with a shorter context window will refuse it at the score step")

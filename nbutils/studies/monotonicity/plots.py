@@ -23,7 +23,8 @@ def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
             pos = {t: i for i, t in enumerate(order)}
             for k, (mono, g) in enumerate(d.groupby("monotonicity")):
                 x = g["threshold"].map(pos) + (-0.12 if mono == "upward" else 0.12)
-                ax.errorbar(x, 100 * g["accuracy"], yerr=[100 * (g["accuracy"] - g["ci_low"]), 100 * (g["ci_high"] - g["accuracy"])],
+                lo, hi = (100 * (g["accuracy"] - g["ci_low"])).clip(lower=0), (100 * (g["ci_high"] - g["accuracy"])).clip(lower=0)
+                ax.errorbar(x, 100 * g["accuracy"], yerr=[lo, hi],
                             fmt="o", capsize=3, color=PALETTE.get(mono), label={"upward": "more than p (upward)", "downward": "less than p (downward)"}[mono])
             ax.axhline(50, ls="--", color="grey", lw=1)
             ax.set_xticks(range(len(order)), order, rotation=45 if len(order) > 6 else 0)
@@ -44,7 +45,7 @@ def gap_forest(gaps: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(d) + 1.2))
     colors = d["condition"].map({"concept_learning": "#2ca02c", "explicit": "#9467bd"}).fillna("black")
     for y, (r, color) in enumerate(zip(d.itertuples(index=False), colors)):
-        ax.errorbar(100 * r.gap, y, xerr=[[100 * (r.gap - r.gap_ci_low)], [100 * (r.gap_ci_high - r.gap)]],
+        ax.errorbar(100 * r.gap, y, xerr=[[max(0.0, 100 * (r.gap - r.gap_ci_low))], [max(0.0, 100 * (r.gap_ci_high - r.gap))]],
                     fmt="o", color=color, capsize=3)
     ax.axvline(0, color="grey", ls="--", lw=1)
     ax.set_yticks(range(len(d)), d["label"])

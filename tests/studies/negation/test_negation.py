@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -125,6 +126,14 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == [
         "01_stimuli.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
+    # the same sentences give the same log-probabilities as before the engine redesign (recorded at b5ed2da)
+    before = pd.read_csv(Path(__file__).parent / "data" / "negation_ci_scores.csv")
+    stimuli = pd.read_parquet(tmp_path / "stimuli.parquet")
+    now = scores.merge(stimuli, on="stimulus_id")
+    both = before.merge(now, on=["item_id", "context", "form"], suffixes=("_before", ""), validate="one_to_one")
+    assert len(both) == len(before) == 96
+    assert (both["sum_logprob"] - both["sum_logprob_before"]).abs().max() < 1e-4
+    assert (both["n_tokens"] == both["n_tokens_before"]).all()
 
 
 def test_negation_skip_check_sees_the_pll_variant(tmp_path):

@@ -1,0 +1,219 @@
+"""Hostile inputs: every user-causable mistake gives one clear error that names the parameter or file, before any
+model loads where that is possible, and leaves every file that already existed exactly as it was."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pandas as pd
+import pytest
+import yaml
+
+from nbutils import artifacts, paths, studies
+from nbutils.engine import models, runs
+from nbutils.studies.monotonicity import dataset as mono
+from nbutils.studies.negation import dataset as neg
+from nbutils.sweep import check_parameters, run_lock, run_sweep
+
+ROOT = paths.repo_root()
+SPEC = studies.get("monotonicity").spec
+NSPEC = studies.get("negation").spec
+GOOD = dict(concepts=["more than 1/2", "less than 1/2"], conditions=["concept_learning", "explicit"],
+            prompts_per_concept=4, n_examples=6, seed=0)
+
+
+@pytest.fixture()
+def run(tmp_path):
+    """A run directory with a prompts file and a finished score file (as a researcher would have)."""
+    r = tmp_path / "run"
+    mono.write_prompts(mono.generate_prompts(**GOOD), r, GOOD)
+    scores = paths.score_file(r, "some-model")
+    scores.parent.mkdir(parents=True)
+    artifacts.write_parquet(pd.DataFrame({"prompt_id": ["x"], "logp_yes": [-1.0]}), scores)
+    artifacts.write_json({"complete": True, "model": "some-model", "dataset_sha256": "0" * 64}, paths.sidecar(scores))
+    return r
+
+
+def snapshot(folder) -> dict:
+    return {str(p.relative_to(folder)): artifacts.sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def refused(run_dir, fn, match, exc=ValueError):
+    """``fn()`` raises ``exc`` matching ``match`` and no file under ``run_dir`` changed, appeared or vanished."""
+    before = snapshot(run_dir)
+    with pytest.raises(exc, match=match):
+        fn()
+    assert snapshot(run_dir) == before
+
+
+def yaml_file(tmp_path, name, data) -> str:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+# ---------------------------------------------------------------- dataset parameters (study 1)
+
+@pytest.mark.parametrize("change, match", [
+    (dict(concepts=["around 1/2"]), "^concepts:"),
+    (dict(concepts=["more than 3/2"]), "^concepts?:"),
+    (dict(concepts=["more than 99"]), r"^concepts: 'more than 99' has 1 positive"),
+    (dict(concepts="more than 1/2"), "^concepts:"),
+    (dict(concepts=["more than 1/2", "more than 1/2"]), "^concepts: duplicates"),
+    (dict(conditions=["implicit"]), "^conditions:"),
+    (dict(prompts_per_concept=5), "^prompts_per_concept: must be even"),
+    (dict(prompts_per_concept=0), "^prompts_per_concept:"),
+    (dict(n_examples=7), "^n_examples: must be even"),
+    (dict(n_examples=6000), r"^n_examples: 6000 needs"),
+    (dict(seed=-1), "^seed:"),
+    (dict(seed=1.5), "^seed:"),
+])
+def test_bad_dataset_parameters(run, change, match):
+    refused(run, lambda: mono.write_prompts(mono.generate_prompts(**{**GOOD, **change}), run, {**GOOD, **change}), match)
+
+
+def test_other_parameters_into_an_existing_run_are_refused(run):
+    other = {**GOOD, "seed": 1}
+    refused(run, lambda: mono.write_prompts(mono.generate_prompts(**other), run, other), "^run_dir: .*other parameters",
+            artifacts.OverwriteError)
+
+
+def test_bad_warn_tokens(run):
+    refused(run, lambda: mono.warn_if_long(mono.generate_prompts(**GOOD), 0), "^warn_tokens:")
+
+
+# ---------------------------------------------------------------- run parameters, before any model loads
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(batch_size=-2), "^batch_size:"), (dict(limit="all"), "^limit:"), (dict(limit_seed=-1), "^limit_seed:"),
+    (dict(checkpoint_every=0), "^checkpoint_every:"), (dict(shard_index=1, num_shards=1), "^shard_index:"),
+    (dict(pll_variant="word"), "^pll_variant:"), (dict(chat_template="yes"), "^chat_template:"),
+    (dict(masked="no"), "^masked:"), (dict(spec=SPEC, masked=True), "^masked: answer choices need a causal LM"),
+    (dict(spec=NSPEC, rescore_margin=0.5), "^rescore_margin: applies to answer choices only"),
+])
+def test_bad_run_parameters(run, bad, match):
+    refused(run, lambda: runs.check_params(**bad), match)
+
+
+def test_a_dataset_edited_after_it_was_written_is_refused_before_scoring(run):
+    p = paths.prompts_path(run)
+    df = pd.read_parquet(p)
+    artifacts.write_parquet(df.assign(label=~df["label"]), p)
+    refused(run, lambda: runs.read_dataset(run, SPEC), r"^run_dir: .*prompts.parquet does not match the sha256")
+
+
+def test_no_dataset_names_the_notebook_that_makes_it(tmp_path):
+    tmp_path.joinpath("empty").mkdir()
+    refused(tmp_path / "empty", lambda: runs.read_dataset(tmp_path / "empty", NSPEC),
+            r"^run_dir: no dataset at .*stimuli.parquet; run notebooks/negation/01_stimuli.ipynb")
+
+
+def test_prompts_longer_than_the_window_are_an_error(run, tiny_model_dir):
+    lm = models.load_model(str(tiny_model_dir), device="cpu")
+    lm.model.config.max_position_embeddings = 100
+    refused(run, lambda: runs.score_run(run, lm, SPEC, progress=False),
+            r"^context: 16 of 16 inputs are longer than the model's window of 100 tokens \(longest: '.*', \d+ tokens\)")
+
+
+# ---------------------------------------------------------------- model parameters
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dtype="fp8"), "^dtype:"), (dict(device="gpu"), "^device:"), (dict(quantization="2bit"), "^quantization:"),
+    (dict(threads=-1), "^threads:"), (dict(rescore_margin="wide"), "^rescore_margin:"),
+])
+def test_bad_model_parameters(run, tiny_model_dir, kwargs, match):
+    refused(run, lambda: models.load_model(str(tiny_model_dir), **kwargs), match)
+
+
+# ---------------------------------------------------------------- sweep and notebook parameters
+
+def test_unknown_sweep_key(run, tmp_path):
+    f = yaml_file(tmp_path, "s.yaml", {"run_dir": str(run), "dataset": "x", "models": ["y"], "n_boot": 5})
+    refused(run, lambda: run_sweep(f), r"^sweep: .*unknown keys \['n_boot'\]")
+
+
+def test_typo_in_a_dataset_parameter_is_an_error_not_a_default(run, tmp_path):
+    ds = yaml_file(tmp_path, "d.yaml", {"concepts": ["more than 1/2"], "prompts_per_concep": 4})
+    f = yaml_file(tmp_path, "s.yaml", {"run_dir": str(run), "dataset": ds,
+                                       "models": [str(ROOT / "params/models/smollm2-135m-instruct.yaml")]})
+    refused(run, lambda: run_sweep(f), r"^dataset .*d.yaml: unknown parameter\(s\) \['prompts_per_concep'\]")
+
+
+def test_typo_in_the_analyze_block(run, tmp_path):
+    f = yaml_file(tmp_path, "s.yaml", {"run_dir": str(run), "dataset": str(ROOT / "params/monotonicity/datasets/ci.yaml"),
+                                       "models": [str(ROOT / "params/models/smollm2-135m-instruct.yaml")],
+                                       "analyze": {"nboot": 50}})
+    refused(run, lambda: run_sweep(f), r"^analyze block of .*: unknown parameter\(s\) \['nboot'\]")
+
+
+def test_typo_in_a_model_file_and_a_model_file_without_a_model(run, tmp_path):
+    ds = str(ROOT / "params/monotonicity/datasets/ci.yaml")
+    typo = yaml_file(tmp_path, "m.yaml", {"model": "smollm2-135m-instruct", "quantisation": "4bit"})
+    refused(run, lambda: run_sweep(None, str(run), ds, [typo]), r"^model .*m.yaml: unknown parameter\(s\) \['quantisation'\]")
+    none = yaml_file(tmp_path, "n.yaml", {"dtype": "float32"})
+    refused(run, lambda: run_sweep(None, str(run), ds, [none]), "^model: .*n.yaml does not name a `model`")
+
+
+def test_a_sweep_file_that_is_not_yaml_and_an_unknown_study(run, tmp_path):
+    p = tmp_path / "broken.yaml"
+    p.write_text("run_dir: [unclosed\n")
+    refused(run, lambda: run_sweep(p), "^sweep: .*broken.yaml is not valid YAML")
+    f = yaml_file(tmp_path, "s.yaml", {"study": "personality", "run_dir": str(run), "dataset": "x", "models": ["y"]})
+    refused(run, lambda: run_sweep(f), r"^study: must be one of \[")
+
+
+def test_a_single_notebook_run_checks_its_parameters_first(run):
+    from nbutils.__main__ import main
+
+    before = snapshot(run)
+    code = main(["run", "notebooks/monotonicity/01_generate.ipynb", "-p", "run_dir", str(run), "-p", "prompts_per_concep", "4"])
+    assert code == 2 and snapshot(run) == before
+    refused(run, lambda: check_parameters("notebooks/score.ipynb", {"modle": "x"}, "-p"), r"^-p: unknown parameter\(s\) \['modle'\]")
+
+
+def test_a_run_directory_in_use_fails_fast_naming_its_holder(run):
+    paths.lock_path(run).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": "now"}))
+
+    def second():
+        with run_lock(run):
+            pass
+
+    refused(run, second, rf"^run_dir: .* is in use by pid {os.getpid()} on ", RuntimeError)
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(run, capsys):
+    paths.lock_path(run).write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "then"}))
+    with run_lock(run) as lock:
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert "taking over a stale lock" in capsys.readouterr().out and not paths.lock_path(run).exists()
+
+
+# ---------------------------------------------------------------- user stimulus files (negation)
+
+@pytest.mark.parametrize("content, match", [
+    ("item_id,context,form,sentence\nr1,consistent,affirmative,Caf\xe9\n".encode("latin-1"), "is not UTF-8 text"),
+    (b"", "is empty"),
+    (b"item_id,context,form,sentence\n", "has a header but no stimuli"),
+    (b"item_id,context,form,sentence\n ,consistent,affirmative,A b.\n", "has a blank item_id"),
+    (b"item_id,context,sentence\nr1,consistent,A b.\n", r"lacks columns \['form'\]"),
+    (b"item_id,context,form,sentence\nr1,neutral,affirmative,A b.\n", "row 2 has context='neutral'"),
+])
+def test_bad_stimulus_files_name_the_file(run, tmp_path, content, match):
+    p = tmp_path / "stim.csv"
+    p.write_bytes(content)
+    refused(run, lambda: neg.build_stimuli(str(p)), rf"^stimuli_csv: .*{match}")
+
+
+def test_missing_stimulus_file_and_bad_structures(run, tmp_path):
+    refused(run, lambda: neg.build_stimuli(str(tmp_path / "nope.csv")), "^stimuli_csv: .*does not exist")
+    refused(run, lambda: neg.build_stimuli(structures=["since"]), "^structures:")
+    refused(run, lambda: neg.build_stimuli(max_roots=0), "^max_roots:")
+
+
+# ---------------------------------------------------------------- analysis
+
+def test_analysis_with_no_usable_scores_says_why(run):
+    from nbutils.studies.monotonicity.analysis import analyze_run
+
+    refused(run, lambda: analyze_run(run), r"^run_dir: no complete scores of the current dataset .*some-model.json: stale")
