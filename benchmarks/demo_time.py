@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbutils import artifacts
+from nbutils import artifacts, paths
 from nbutils.paths import repo_root
 from nbutils.sweep import run_sweep
 
@@ -40,7 +40,7 @@ def main() -> int:
         t = time.perf_counter()
         report = run_sweep(repo_root() / "params" / "demo.yaml", run_dir=run)
         elapsed = time.perf_counter() - t
-        meta = artifacts.read_json(Path(run) / "scores" / "smollm2-135m-instruct.json")
+        meta = artifacts.read_json(paths.sidecar(paths.score_file(run, "smollm2-135m-instruct")))
     result = {"seconds": round(elapsed, 1), "limit_seconds": args.limit, "within_limit": elapsed <= args.limit,
               "n_prompts": meta["n_prompts"], "scoring_seconds": meta["elapsed_seconds"],
               "prompts_per_second": meta["prompts_per_second"], "model_load_seconds": meta["load_seconds"],
