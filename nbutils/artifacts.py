@@ -138,14 +138,14 @@ def set_aside_scores(run_dir) -> list[Path]:
     from . import paths
 
     src = paths.scores_dir(run_dir)
-    files = [p for p in src.glob("*") if p.is_file()] + [p for p in (src / ".partial").glob("*") if p.is_file()]
+    files = [p for p in src.glob("*") if p.is_file()] + [p for p in paths.partial_dir(run_dir).glob("*") if p.is_file()]
     if not files:
         return []
     dest = paths.stale_dir(run_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
     dest.mkdir(parents=True, exist_ok=True)
     moved = []
     for f in files:
-        target = dest / (f"partial-{f.name}" if f.parent.name == ".partial" else f.name)
+        target = dest / (f"partial-{f.name}" if f.parent == paths.partial_dir(run_dir) else f.name)
         os.replace(f, target)
         moved.append(target)
     return moved

@@ -76,9 +76,14 @@ def score_file(run_dir, slug: str, limit: int | None = None, shard_index: int = 
     return scores_dir(run_dir) / f"{score_stem(slug, limit, shard_index, num_shards)}.parquet"
 
 
+def partial_dir(run_dir) -> Path:
+    """Checkpoints of unfinished scoring runs."""
+    return scores_dir(run_dir) / ".partial"
+
+
 def partial_file(run_dir, slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> Path:
     """The checkpoint of an unfinished scoring run."""
-    return scores_dir(run_dir) / ".partial" / f"{score_stem(slug, limit, shard_index, num_shards)}.parquet"
+    return partial_dir(run_dir) / f"{score_stem(slug, limit, shard_index, num_shards)}.parquet"
 
 
 def progress_file(partial: Path) -> Path:
@@ -98,7 +103,7 @@ def score_sidecars(run_dir) -> list[Path]:
 
 def partial_sidecars(run_dir) -> list[Path]:
     """Every checkpoint sidecar of unfinished runs."""
-    return sorted(p for p in (scores_dir(run_dir) / ".partial").glob("*.json") if not p.name.endswith(".progress.json"))
+    return sorted(p for p in partial_dir(run_dir).glob("*.json") if not p.name.endswith(".progress.json"))
 
 
 def stale_dir(run_dir, stamp: str) -> Path:

@@ -160,7 +160,7 @@ class _Progress:
     def _loop(self) -> None:
         last = None
         while not self.stop.wait(self.every):
-            files = sorted(paths.scores_dir(self.run_dir).glob(f".partial/{self.slug}*.progress.json"))
+            files = sorted(paths.partial_dir(self.run_dir).glob(f"{self.slug}*.progress.json"))
             if not files:
                 continue
             try:
@@ -255,7 +255,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                 report.analyzed = True
         except KeyboardInterrupt:
             print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
-                  f"{paths.scores_dir(run) / '.partial'}; run the same command again to resume", flush=True)
+                  f"{paths.partial_dir(run)}; run the same command again to resume", flush=True)
             raise
         except Exception as err:  # noqa: BLE001 - one line first, the traceback only when asked
             print(f"[sweep] FAILED {step}: {error_line(err)}", flush=True)
