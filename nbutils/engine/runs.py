@@ -34,7 +34,8 @@ def _int(name: str, value, lo: int) -> int:
 
 def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoint_every: int = 16,
                  shard_index: int = 0, num_shards: int = 1, pll_variant: str = "original", spec: DatasetSpec | None = None,
-                 masked: bool = False, rescore_margin: float = 0.0, chat_template: str = "auto") -> None:
+                 masked: bool = False, rescore_margin: float | str = 0.0, chat_template: str = "auto",
+                 calibration_size: int = 8) -> None:
     """Every user-settable run parameter, validated without a model (so a typo costs seconds, not a model load)."""
     from .choices import CHAT_TEMPLATE_MODES
     from .sentences import PLL_VARIANTS
@@ -43,11 +44,13 @@ def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoi
         raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {chat_template!r}")
     if not isinstance(masked, bool):
         raise ValueError(f"masked: must be True or False, got {masked!r}")
-    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
-        raise ValueError(f"rescore_margin: must be a number ≥ 0, got {rescore_margin!r}")
+    from .models import check_rescore_margin
+
+    check_rescore_margin(rescore_margin)
+    _int("calibration_size", calibration_size, 1)
     if spec is not None and spec.scorer == "choices" and masked:
         raise ValueError("masked: answer choices need a causal LM; masked LMs score sentences only (negation)")
-    if spec is not None and spec.scorer == "sentences" and rescore_margin:
+    if spec is not None and spec.scorer == "sentences" and rescore_margin and rescore_margin != "auto":
         raise ValueError("rescore_margin: applies to answer choices only; this dataset is scored as sentences")
 
     if batch_size != "auto":
@@ -160,7 +163,8 @@ def matches_params(meta: dict, params: dict) -> bool:
     """True when a finished run's metadata agrees with every identity field the user set explicitly in ``params``
     (``dtype: auto`` and ``revision: None`` mean "whatever was resolved", so they match anything)."""
     explicit = {k: v for k, v in params.items() if k in IDENTITY_KEYS
-                and not (k == "dtype" and v == "auto") and not (k == "revision" and v is None)}
+                and not (k in ("dtype", "quantization", "rescore_margin") and v == "auto")
+                and not (k == "revision" and v is None)}
     return all(meta.get(k) == v for k, v in explicit.items())
 
 
@@ -211,7 +215,26 @@ class _ChoiceScorer:
     def plan(self, batch_size, device) -> list[list[int]]:
         from .batching import plan_batches
 
-        return plan_batches(self.lengths, batch_size, device)
+        return plan_batches(self.lengths, batch_size, device, getattr(self, "token_budget", None))
+
+    def calibrate(self, batches, prior: dict, size: int, on_records) -> dict:
+        """``rescore_margin: auto``: set the margin from a sample of this run's prompts scored both ways (issue 14),
+        or reuse the margin a resumed run's checkpoint recorded; the sample's float32 scores become its results."""
+        if self.lm.meta.get("rescore_margin") != "auto" or self.lm.reference is None:
+            return {}
+        if prior.get("rescore_margin_used") is not None:
+            self.margin = prior["rescore_margin_used"]
+            return {k: v for k, v in prior.items() if k.startswith("calibration_") or k == "rescore_margin_used"}
+        from .calibration import calibrate
+
+        cal, results = calibrate(self.lm.model, self.lm.reference, self.req, batches, size)
+        self.margin = cal.margin
+        m = cal.as_meta()
+        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest bf16 error "
+              f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
+        for res in results:
+            on_records({i: {"logps": res.logprobs[k].tolist(), "rescored": True} for k, i in enumerate(res.indices)})
+        return m
 
     def total_lengths(self) -> list[int]:
         """Prompt plus its longest option, in tokens (what must fit the window)."""
@@ -224,8 +247,10 @@ class _ChoiceScorer:
             on_records({i: {"logps": res.logprobs[k].tolist(), "rescored": bool(res.rescored[k])}
                         for k, i in enumerate(res.indices)})
 
-        score_batches(self.lm.model, self.req, batches, self.lm.reference, self.lm.meta.get("rescore_margin", 0.0),
-                      on_result, progress)
+        margin = getattr(self, "margin", self.lm.meta.get("rescore_margin", 0.0))
+        if margin == "auto":
+            raise ValueError("rescore_margin: 'auto' needs the calibration that score_run does first")
+        score_batches(self.lm.model, self.req, batches, self.lm.reference, margin, on_result, progress)
 
     def frame(self, data: pd.DataFrame, rows: list[int], records: dict) -> pd.DataFrame:
         from .choices import choice_frame
@@ -348,16 +373,18 @@ def _records_from(frame: pd.DataFrame, pos: dict) -> dict:
 def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", batch_size: int | str = "auto",
               limit: int | None = None, limit_seed: int = 0, checkpoint_every: int = 16, shard_index: int = 0,
               num_shards: int = 1, pll_variant: str = "original", overwrite: bool = False, progress=True,
-              stop_after: int | None = None) -> tuple[pd.DataFrame, dict]:
+              stop_after: int | None = None, calibration_size: int = 8) -> tuple[pd.DataFrame, dict]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
     Checkpoints every ``checkpoint_every`` batches; a rerun resumes from the checkpoint, returns a finished run with
     the same identity as it is, and refuses to mix results of a different model, precision, dataset or scorer.
     ``progress``: True for a bar, False for none, or a callable(n_rows) per batch. ``stop_after`` (batches)
-    exists to test interruption.
+    exists to test interruption. ``calibration_size``: prompts scored in bf16 and float32 to set
+    ``rescore_margin: auto`` (see ``calibration``).
     """
     check_params(batch_size=batch_size, limit=limit, limit_seed=limit_seed, checkpoint_every=checkpoint_every,
-                 shard_index=shard_index, num_shards=num_shards, pll_variant=pll_variant)
+                 shard_index=shard_index, num_shards=num_shards, pll_variant=pll_variant,
+                 calibration_size=calibration_size)
     full, dpath = read_dataset(run_dir, spec)
     data = select_limit(full, spec, limit, limit_seed).reset_index(drop=True)
     scorer = _make_scorer(lm, data, spec, chat_template, pll_variant)
@@ -376,6 +403,9 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     if old is not None and final.exists():
         return pd.read_parquet(final), old
     check_context(lm, scorer, data[spec.id_column].tolist())
+    prior = _prior_checkpoint(paths.sidecar(partial), expected)  # issue 14: a resumed run keeps its budget and margin
+    scorer.token_budget = prior.get("token_budget") or lm.meta.get("token_budget")
+    meta["token_budget"] = scorer.token_budget
     batches = scorer.plan(batch_size, str(_device(lm)))[shard_index::num_shards]
     ids = data[spec.id_column].tolist()
     done: dict[int, dict] = {}
@@ -411,6 +441,12 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
         if state["since"] >= checkpoint_every:
             checkpoint()
 
+    if hasattr(scorer, "calibrate"):  # issue 14: calibrated re-scoring runs once, before the main loop
+        calibration = scorer.calibrate(batches, prior, calibration_size, on_records)
+        if calibration:
+            meta.update(calibration)
+            checkpoint()
+            todo = [b for b in todo if not all(i in done for i in b)]
     try:
         scorer.run(todo, on_records, progress)
     except KeyboardInterrupt:
@@ -429,6 +465,14 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     for f in (partial, paths.sidecar(partial), prog_path):
         f.unlink(missing_ok=True)
     return pd.read_parquet(final), meta  # as every later reader sees it
+
+
+def _prior_checkpoint(sidecar: Path, expected: dict) -> dict:
+    """The metadata of a checkpoint of this same run (empty when there is none or it was made differently)."""
+    if not sidecar.exists():
+        return {}
+    old = artifacts.read_json(sidecar)
+    return old if identity(old) == expected else {}
 
 
 def context_window(lm) -> int | None:

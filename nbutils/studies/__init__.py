@@ -45,6 +45,17 @@ class Study:
         return DatasetSpec(self.dataset_file, self.id_column, self.scorer, self.text_column, fn, self.limit_by,
                            self.limit_unit, self.limit_strata, what_makes_it=self.notebooks["generate"])
 
+    def module(self, role: str):
+        """One of this study's modules by name (``"stats"``, ``"concepts"``…), imported on request.
+
+        The sanctioned route for one study to reuse another's public functions: studies never import each other
+        (``tests/test_architecture.py`` checks the static imports), so a study that builds on another asks the
+        registry, e.g. ``get("monotonicity").module("stats").pooled_gap(df)``.
+        """
+        if not isinstance(role, str) or not role.isidentifier():
+            raise ValueError(f"role: must be a module name inside nbutils/studies/{self.name}/, got {role!r}")
+        return importlib.import_module(f"{__name__}.{self.name}.{role}")
+
 
 REGISTRY: dict[str, Study] = {s.name: s for s in (
     Study(name="monotonicity",
@@ -60,6 +71,20 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
                      "analyze": "notebooks/negation/03_analyze.ipynb"},
           dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
           limit_unit="item_id", score_defaults={"batch_size": 32}),
+    Study(name="custom",
+          description="a user's own prompt file (CSV, TSV, JSONL, Parquet) with Yes/No or multiple-choice answers, by group",
+          notebooks={"generate": "notebooks/custom/01_load.ipynb", "score": SCORE_NOTEBOOK,
+                     "analyze": "notebooks/custom/03_analyze.ipynb"},
+          dataset_file="items.parquet", id_column="row_id", scorer="choices", text_column="text",
+          choice_items="nbutils.studies.custom.dataset:choice_items",
+          limit_by=("group",), limit_strata="answer"),  # 01_load joins the group_by columns into `group`
+    Study(name="personas",
+          description="implicit bias as answer-level variance under sociodemographic vs null personas (seed 002, DIF)",
+          notebooks={"generate": "notebooks/personas/01_generate.ipynb", "score": SCORE_NOTEBOOK,
+                     "analyze": "notebooks/personas/03_analyze.ipynb"},
+          dataset_file="personas.parquet", id_column="prompt_id", scorer="choices", text_column="text",
+          choice_items="nbutils.studies.personas.dataset:choice_items",
+          limit_unit="question_id", limit_strata="question_type"),  # `limit` questions, each under every persona
 )}
 
 

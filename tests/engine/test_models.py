@@ -52,7 +52,8 @@ def test_weight_memory_estimate_and_refusal(tiny_llama):
         models.check_fits_gpu(65_000_000_000, "bfloat16", free_bytes=80 * gib)
 
 
-def test_local_folder_loads_with_metadata(tiny_model_dir):
+def test_local_folder_loads_with_metadata(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(models, "cpu_supports_bf16", lambda: False)  # the defaults on a CPU without native bf16
     lm = models.load_model(str(tiny_model_dir), device="cpu")
     assert lm.meta["dtype"] == "float32" and lm.meta["device"] == "cpu" and lm.meta["quantization"] == "none"
     assert lm.meta["chat_template_available"] and lm.reference is None

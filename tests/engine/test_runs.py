@@ -33,7 +33,7 @@ def merge_shards(run, slug, **kw):
 
 @pytest.fixture(scope="module")
 def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", threads=2)
+    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
 
 
 def fresh_run(tmp_path, tiny_run):
@@ -116,7 +116,7 @@ def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
             time.sleep(0.25)
             return real(*a, **k)
         choices.score_batch = slow
-        lm = load_model({str(tiny_model_dir)!r}, device="cpu", threads=1)
+        lm = load_model({str(tiny_model_dir)!r}, device="cpu", dtype="float32", threads=1)
         print("loaded", flush=True)
         runs.score_run({str(run)!r}, lm, studies.get("monotonicity").spec, batch_size=1, checkpoint_every=3, progress=False)
     """)
@@ -132,7 +132,7 @@ def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
     proc.wait()
     ck = pd.read_parquet(next(partial.glob("*.parquet")))
     assert 3 <= len(ck) < 24, "killed mid-run, after at least one checkpoint"
-    lm = load_model(str(tiny_model_dir), device="cpu")
+    lm = load_model(str(tiny_model_dir), device="cpu", dtype="float32")
     resumed, meta = score_run(run, lm, batch_size=1, checkpoint_every=3, progress=False)
     ref_run = fresh_run(tmp_path / "ref", tiny_run)
     ref, _ = score_run(ref_run, lm, batch_size=1, checkpoint_every=3, progress=False)

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ... import artifacts, paths
-from . import plots, stats
+from . import plots, rules, stats
 from ...engine.runs import excluded_notes
 from .scores import load_scores
 
@@ -24,7 +24,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
 
-def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis:
+def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int = 5) -> Analysis:
     """All tables from a joined scores frame (see runs.load_scores)."""
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
@@ -39,6 +39,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
     a.tables["dprime_gap"] = stats.dprime_gap(sdt)
     a.tables["difficulty"] = stats.difficulty(scores)
     a.tables["calibration"] = stats.calibration(scores)
+    a.tables["rules"], a.tables["best_rule"] = rules.rule_tables(scores, k=rules_k)  # what was learned instead
+    a.tables["mirror_test"], a.tables["mirror_test_pooled"] = rules.mirror_test(a.tables["rules"])
     if a.tables["gap_pooled"].empty:
         a.notes.append("no threshold has both an upward and a downward concept: no gap can be computed")
     for model, g in scores.groupby("model"):
@@ -46,6 +48,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
             a.notes.append(f"{model}: answers '{'Yes' if g['pred_yes'].iloc[0] else 'No'}' to every prompt (pure response bias)")
     a.notes += sorted({n for n in a.tables["mixed_model"].get("note", pd.Series(dtype=str)).dropna() if n})
     a.summary = stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])
+    a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
+    a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["_notes"] = a.notes
     return a
 
@@ -62,6 +66,8 @@ def write(a: Analysis, run_dir) -> list[Path]:
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])
     if not a.tables["difficulty"].empty:
         figs["difficulty_curves"] = plots.difficulty_curves(a.tables["difficulty"]).figure
+    if not a.tables["rules"].empty:
+        figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
     for name, fig in figs.items():
         files += artifacts.save_figure(fig, fdir / name)
         plt.close(fig)
@@ -70,10 +76,11 @@ def write(a: Analysis, run_dir) -> list[Path]:
     return files
 
 
-def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False) -> Analysis:
+def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False,
+                rules_k: int = 5) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
     scores = load_scores(run_dir, include_limited=include_limited)
-    a = compute(scores, n_boot=n_boot, seed=seed)
+    a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k)
     a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
     a.summary["_notes"] = a.notes
     write(a, run_dir)

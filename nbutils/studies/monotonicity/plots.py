@@ -64,3 +64,36 @@ def difficulty_curves(diff: pd.DataFrame) -> sns.FacetGrid:
         ax.set_ylim(0, 1)
     g.set_axis_labels("|query − threshold| (proportion, or count for cardinal)", "accuracy")
     return g
+
+
+def rule_agreement(rules: pd.DataFrame, best: pd.DataFrame) -> plt.Figure:
+    """Heatmap of agreement with each candidate rule (rows) per concept (columns), one panel per model × condition;
+    the best rule of each concept is outlined."""
+    from matplotlib.patches import Rectangle
+
+    models, conditions = list(rules["model"].unique()), list(rules["condition"].unique())
+    order = list(rules.drop_duplicates("rule").sort_values("rule_order")["rule"])
+    keys = rules.drop_duplicates("concept")
+    concepts = [k.concept for k in sorted(keys.itertuples(index=False),
+                                          key=lambda k: (k.family, threshold_value(k.threshold), k.monotonicity != "upward"))]
+    fig, axes = plt.subplots(len(conditions), len(models), squeeze=False,
+                             figsize=((0.45 * len(concepts) + 3) * len(models), (0.2 * len(order) + 2.2) * len(conditions)))
+    for r, cond in enumerate(conditions):
+        for c, model in enumerate(models):
+            ax = axes[r][c]
+            d = rules[(rules.model == model) & (rules.condition == cond)]
+            grid = d.pivot_table(index="rule", columns="concept", values="agreement", aggfunc="first")
+            grid = grid.reindex(index=order, columns=concepts)
+            sns.heatmap(grid, ax=ax, vmin=0, vmax=1, center=0.5, cmap="RdBu_r", cbar=c == len(models) - 1,
+                        cbar_kws={"label": "agreement with the model's answers"}, yticklabels=c == 0)
+            b = best[(best.model == model) & (best.condition == cond)].set_index("concept")["best_rule"]
+            for j, concept in enumerate(concepts):
+                if concept in b.index:
+                    ax.add_patch(Rectangle((j, order.index(b[concept])), 1, 1, fill=False, edgecolor="black", lw=1.5))
+            ax.set_title(f"{model}\n{cond.replace('_', ' ')}", fontsize=9)
+            ax.set_xlabel("concept")
+            ax.set_ylabel("rule" if c == 0 else "")
+            ax.tick_params(axis="y", labelsize=7)
+            ax.tick_params(axis="x", labelrotation=90)
+    fig.tight_layout()
+    return fig

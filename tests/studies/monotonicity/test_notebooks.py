@@ -76,9 +76,9 @@ def test_same_model_gives_the_same_scores_as_before_the_redesign(swept):
 def test_analysis_outputs(swept):
     run, _ = swept
     for name in ("accuracy", "appendix_b", "gap_by_threshold", "gap_pooled", "mixed_model", "mcnemar",
-                 "signal_detection", "difficulty", "calibration"):
+                 "signal_detection", "difficulty", "calibration", "rules", "best_rule", "mirror_test"):
         assert (run / "tables" / f"{name}.csv").stat().st_size > 0, name
-    for name in ("accuracy_by_threshold", "gap_forest", "difficulty_curves"):
+    for name in ("accuracy_by_threshold", "gap_forest", "difficulty_curves", "rule_agreement"):
         assert (run / "figures" / f"{name}.png").stat().st_size > 10_000, name
         assert (run / "figures" / f"{name}.pdf").exists()
     appendix = pd.read_csv(run / "tables" / "appendix_b.csv")
@@ -112,7 +112,8 @@ def test_generate_notebook_reports_bad_parameters(tmp_path):
 
 def test_committed_notebooks_are_clean_and_parameterized():
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").rglob("*.ipynb"))
-    assert len(paths) == 5 and set(NOTEBOOKS.values()) <= set(paths)
+    assert set(paths) == {nb for s in studies.REGISTRY.values() for nb in s.notebooks.values()}  # every one registered
+    assert set(NOTEBOOKS.values()) <= set(paths)
     for rel in paths:
         nb = nbformat.read(ROOT / rel, as_version=4)
         assert nb.metadata["kernelspec"]["name"] == "python3"

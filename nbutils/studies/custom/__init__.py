@@ -1,0 +1,8 @@
+"""A user's own prompt file (CSV, TSV, JSONL or Parquet) with Yes/No or multiple-choice answers, analysed by group.
+
+``dataset`` reads and checks the file and writes ``{run}/items.parquet``; the shared score notebook scores it through
+the engine's choices scorer; ``stats``, ``plots`` and ``analysis`` turn the scores into tables, figures and
+``summary.json``. When the file has a ``concept`` column of quantifier concepts, the concept-learning study's own
+statistics run on it too, reached through the registry (``studies.get("monotonicity").module("stats")``) because
+studies never import each other.
+"""

@@ -1,0 +1,151 @@
+"""One call that turns a custom run's scores into tables, figures and summary.json.
+
+When the file has a ``concept`` column of quantifier concepts ("more than 1/2", "less than 38") and Yes/No answers,
+the concept-learning study's own statistics (accuracy per concept, Appendix-B table, upward − downward gap, mixed
+model) run on it too. They are reached through the registry (``studies.get("monotonicity").module(...)``), never
+imported: studies stay independent, and the monotonicity study keeps owning its statistics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ... import artifacts, paths
+from ...engine.runs import excluded_notes, load_scores
+from .. import get
+from . import plots, stats
+
+MONOTONICITY_COLUMNS = ("concept", "family", "quantifier", "threshold", "monotonicity", "condition", "correct",
+                        "pred_yes", "label", "margin", "pair_id")
+LATEX = ("accuracy", "contrasts", "clustered_model", "monotonicity_appendix_b", "monotonicity_gap")
+
+
+@dataclass
+class Analysis:
+    """Every table of a run's analysis, plus the files written."""
+
+    scores: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
+    """Scores of every complete model joined with ``items.parquet`` (one row per model × prompt)."""
+    return load_scores(run_dir, get("custom").spec, include_limited=include_limited)
+
+
+def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis:
+    """All tables from a joined scores frame (see ``load``)."""
+    a = Analysis(scores)
+    t = a.tables
+    t["accuracy"] = stats.accuracy_by_group(scores)
+    t["choice_distribution"] = stats.choice_distribution(scores)
+    t["response_bias"] = stats.response_bias(t["choice_distribution"])
+    sdt = stats.signal_detection(scores)
+    if len(sdt):
+        t["signal_detection"] = sdt
+    t["contrasts"] = stats.pairwise_contrasts(scores)
+    if scores["group"].nunique() < 2:
+        a.notes.append("one group only: no group contrasts (set group_by in 01_load to compare groups)")
+    if stats.items_repeat(scores):
+        t["clustered_model"] = stats.clustered_model(scores)
+        a.notes += sorted({n for n in t["clustered_model"]["note"].dropna() if n})
+    else:
+        t["clustered_model"] = pd.DataFrame(columns=["model", "test", "term", "estimate", "ci_low", "ci_high", "p", "note"])
+        if scores["group"].nunique() > 1:
+            a.notes.append("no item appears in more than one group: no clustered model; the contrasts compare "
+                           "independent samples")
+    t["margin_by_answer"] = stats.margin_by_answer(scores)
+    sep = stats.margin_separation(scores)
+    if len(sep):
+        t["margin_separation"] = sep
+    t["per_item"] = stats.per_item(scores)
+    for model, g in scores.groupby("model", sort=False):
+        if g["choice"].nunique() == 1:
+            a.notes.append(f"{model}: chooses {g['choice'].iloc[0]!r} for every prompt (pure response bias)")
+    mono, mono_notes = monotonicity_tables(scores, n_boot=n_boot, seed=seed)
+    t.update(mono)
+    a.notes += mono_notes
+    a.summary = {"study": "custom", "records": stats.summary_records(t)}
+    if "monotonicity_gap" in t:
+        a.summary["records"] += artifacts.json_clean([
+            {"model": r.model, "test": "monotonicity_gap", "group": r.condition, "estimate": r.gap,
+             "ci_low": r.gap_ci_low, "ci_high": r.gap_ci_high, "p": r.p_cmh,
+             "note": "upward − downward accuracy at matched thresholds; cluster bootstrap CI, CMH test (study 1)"}
+            for r in t["monotonicity_gap"].itertuples(index=False)])
+    a.summary["_notes"] = a.notes
+    return a
+
+
+def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> tuple[dict, list[str]]:
+    """Study 1's accuracy per concept, Appendix-B table, pooled gap and mixed model, when the file has a ``concept``
+    column the concept parser accepts and Yes/No answers; parts needing columns the file lacks are skipped with a note."""
+    if "concept" not in scores.columns:
+        return {}, []
+    if "pred_yes" not in scores.columns:
+        return {}, ["concept column found, but the study-1 analysis needs Yes/No answers: skipped"]
+    study1 = get("monotonicity")
+    parse = study1.module("concepts").parse_concept
+    parsed, bad = {}, []
+    for value in scores["concept"].dropna().unique():
+        try:
+            parsed[value] = parse(str(value), "concept")
+        except ValueError:
+            bad.append(value)
+    if bad or not parsed:
+        return {}, [f"concept column: {bad[:3]} are not concepts like 'more than 1/2' or 'less than 38': "
+                    "no study-1 analysis"]
+    d = scores[scores["concept"].notna()].copy()
+    c = d["concept"].map(parsed)
+    d = d.assign(concept=c.map(lambda x: x.name), family=c.map(lambda x: x.family),
+                 quantifier=c.map(lambda x: x.quantifier), threshold=c.map(lambda x: x.threshold),
+                 monotonicity=c.map(lambda x: x.monotonicity), pair_id=d["item_id"])
+    notes = []
+    if "condition" not in d.columns:
+        d["condition"] = "custom"
+        notes.append("study-1 analysis: no condition column, every prompt counted as condition 'custom'")
+    s1 = study1.module("stats")
+    out: dict[str, pd.DataFrame] = {}
+    steps = [("accuracy", lambda: s1.accuracy_table(d)), ("appendix_b", lambda: s1.appendix_b(out["monotonicity_accuracy"])),
+             ("gap", lambda: s1.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: s1.mixed_model(d))]
+    for name, run in steps:
+        try:
+            out[f"monotonicity_{name}"] = run()
+        except KeyError as err:  # a part of study 1 that needs a column the file does not have
+            notes.append(f"study-1 {name}: skipped, it needs column {err} which the file does not have")
+    if "monotonicity_gap" in out and out["monotonicity_gap"].empty:
+        del out["monotonicity_gap"]
+        notes.append("study-1 gap: no threshold has both a 'more than' and a 'less than' concept")
+    return out, notes
+
+
+def write(a: Analysis, run_dir) -> list[Path]:
+    """Tables as CSV (+ LaTeX for the headline ones), figures as PNG and PDF, summary.json."""
+    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    files = []
+    for name, t in a.tables.items():
+        files += artifacts.write_table(t, tdir / name, index=name == "monotonicity_appendix_b", latex=name in LATEX)
+    figs = {"accuracy_by_group": plots.accuracy_by_group(a.tables["accuracy"]),
+            "choice_distribution": plots.choice_distribution(a.tables["choice_distribution"]),
+            "margin_by_answer": plots.margin_by_answer(a.scores)}
+    for name, fig in figs.items():
+        files += artifacts.save_figure(fig, fdir / name)
+        plt.close(fig)
+    files.append(artifacts.write_json(a.summary, paths.summary_path(run_dir)))
+    a.files = files
+    return files
+
+
+def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    scores = load(run_dir, include_limited=include_limited)
+    a = compute(scores, n_boot=n_boot, seed=seed)
+    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
+    a.summary["_notes"] = a.notes
+    write(a, run_dir)
+    return a

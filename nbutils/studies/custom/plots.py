@@ -1,0 +1,69 @@
+"""Figures of a custom prompt set (seaborn/matplotlib), drawn from the tables in ``stats``."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+
+def _panels(n: int, width: float = 4.5, height: float = 3.4):
+    fig, axes = plt.subplots(1, n, figsize=(width * n + 0.5, height), squeeze=False, sharey=True)
+    return fig, axes[0]
+
+
+def accuracy_by_group(acc: pd.DataFrame) -> plt.Figure:
+    """Accuracy per group ± 95% Wilson CI, one panel per model; chance (1/k) dashed; normalised choices as crosses."""
+    models = list(acc["model"].unique())
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        d = acc[acc["model"] == model].reset_index(drop=True)
+        x = range(len(d))
+        ax.errorbar(x, 100 * d["accuracy"], yerr=[100 * (d["accuracy"] - d["ci_low"]).clip(lower=0),
+                                                  100 * (d["ci_high"] - d["accuracy"]).clip(lower=0)],
+                    fmt="o", capsize=3, color="#1f77b4", label="raw log-prob")
+        ax.scatter(x, 100 * d["acc_norm_char"], marker="x", color="#ff7f0e", label="per-character normalised", zorder=3)
+        for i, c in enumerate(d["chance"]):
+            ax.hlines(100 * c, i - 0.4, i + 0.4, ls="--", color="grey", lw=1)
+        ax.set_xticks(list(x), d["group"], rotation=30 if len(d) > 3 else 0, ha="right" if len(d) > 3 else "center")
+        ax.set_ylim(0, 100)
+        ax.set_title(model, fontsize=9)
+        ax.set_ylabel("accuracy (%)")
+    axes[0].legend(fontsize=8, loc="lower left", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def choice_distribution(dist: pd.DataFrame) -> plt.Figure:
+    """Share of choices per option and group (bars) against the share of gold answers (black ticks): response bias."""
+    models = list(dist["model"].unique())
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        d = dist[dist["model"] == model]
+        sns.barplot(d, x="group", y="share_chosen", hue="option", ax=ax, errorbar=None)
+        groups, options = list(d["group"].unique()), list(d["option"].unique())
+        width = 0.8 / len(options)
+        for r in d.itertuples(index=False):
+            x = groups.index(r.group) - 0.4 + width * (options.index(r.option) + 0.5)
+            ax.hlines(r.share_gold, x - width / 2, x + width / 2, color="black", lw=2)
+        ax.set_ylim(0, 1)
+        ax.set_title(model, fontsize=9)
+        ax.set_ylabel("share of choices (tick: share of gold)")
+        ax.legend(fontsize=8, title="option", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def margin_by_answer(df: pd.DataFrame) -> plt.Figure:
+    """The decision margin of every prompt by group, coloured by its gold answer (two options: first − second)."""
+    models = list(df["model"].unique())
+    fig, axes = _panels(len(models))
+    for ax, model in zip(axes, models):
+        d = df[df["model"] == model]
+        sns.boxplot(d, x="group", y="margin", hue="answer", ax=ax, fliersize=0, boxprops={"alpha": 0.35})
+        sns.stripplot(d, x="group", y="margin", hue="answer", ax=ax, dodge=True, size=3, legend=False)
+        ax.axhline(0, color="grey", lw=1, ls="--")
+        ax.set_title(model, fontsize=9)
+        ax.set_ylabel("log-prob margin")
+        ax.legend(fontsize=8, title="gold answer", frameon=False)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,88 @@
+"""One call that turns a persona run's scores into tables, figures and summary.json."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ... import artifacts, paths, studies
+from ...engine.runs import excluded_notes, load_scores
+from . import plots, stats
+
+LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
+
+
+@dataclass
+class Analysis:
+    """Every table of a run's analysis, plus the files written."""
+
+    scores: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
+            alternative: str = "two-sided") -> Analysis:
+    """All tables from a joined scores frame (see ``engine.runs.load_scores``)."""
+    if isinstance(min_overlap, bool) or not isinstance(min_overlap, int) or min_overlap < 1:
+        raise ValueError(f"min_overlap: must be an integer ≥ 1, got {min_overlap!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 99:
+        raise ValueError(f"n_resamples: must be an integer ≥ 99, got {n_resamples!r}")
+    a = Analysis(scores)
+    t = a.tables
+    t["accuracy"] = stats.accuracy_table(scores)
+    t["dif"] = stats.dif_table(scores, min_overlap)
+    t["null_comparison"] = stats.null_comparison(t["dif"], n_resamples, seed, alternative)
+    t["categories"] = stats.category_summary(t["dif"], t["accuracy"])
+    t["models"] = stats.model_table(t["dif"], t["accuracy"])
+    t["accuracy_vs_dif"] = stats.accuracy_vs_dif(t["models"])
+    for r in t["models"].itertuples(index=False):
+        if r.n_unstable_real:
+            a.notes.append(f"{r.model}: {r.n_unstable_real} real persona(s) share fewer than {min_overlap} correctly "
+                           "answered questions with the baseline; their ratios are unstable (flagged `unstable`)")
+    for r in t["null_comparison"].itertuples(index=False):
+        if r.note:
+            a.notes.append(f"{r.model}, real vs {r.null_kind}: {r.note}")
+    a.notes += [n for n in t["accuracy_vs_dif"]["note"] if n and not t["accuracy_vs_dif"]["valid"].iloc[0]]
+    for model, g in scores.groupby("model"):
+        if g["choice"].nunique() == 1:
+            a.notes.append(f"{model}: answers {g['choice'].iloc[0]!r} to every question (pure letter bias)")
+    a.summary = {"records": stats.summary_records(t),
+                 "definitions": {"ratio": "|Ci ⊕ Cb| / |Ci ∩ Cb| (seed 002, Eq. 1)",
+                                 "dif": "1 / (1 + ratio) = |Ci ∩ Cb| / |Ci ∪ Cb| (Jaccard similarity): 1 no bias, 0 maximal",
+                                 "bias": "1 − dif", "min_overlap": min_overlap, "alternative": alternative,
+                                 "answer": "the option letter with the highest log-probability"}}
+    a.summary["_notes"] = a.notes
+    return a
+
+
+def write(a: Analysis, run_dir) -> list[Path]:
+    """Tables as CSV + LaTeX, figures as PNG + PDF, summary.json."""
+    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    files = []
+    for name, t in a.tables.items():
+        files += artifacts.write_table(t, tdir / name, latex=name in LATEX_TABLES)
+    figs = {"accuracy_by_persona": plots.accuracy_by_persona(a.tables["accuracy"]),
+            "persona_bias": plots.persona_bias(a.tables["dif"]),
+            "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
+    for name, fig in figs.items():
+        files += artifacts.save_figure(fig, fdir / name)
+        plt.close(fig)
+    files.append(artifacts.write_json(a.summary, paths.summary_path(run_dir)))
+    a.files = files
+    return files
+
+
+def analyze_run(run_dir, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
+                alternative: str = "two-sided", include_limited: bool = False) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    scores = load_scores(run_dir, studies.get("personas").spec, include_limited=include_limited)
+    a = compute(scores, min_overlap, n_resamples, seed, alternative)
+    a.notes += excluded_notes(scores)
+    a.summary["_notes"] = a.notes
+    write(a, run_dir)
+    return a

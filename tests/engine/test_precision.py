@@ -1,0 +1,221 @@
+"""Issue 14: dtype/quantization ``auto``, calibrated re-scoring, and the GPU token budget (CUDA mocked or skipped)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nbutils import artifacts, paths, studies
+from nbutils.engine import batching, calibration, models, runs
+from nbutils.engine.choices import Requests, build_requests, last_token_logprobs, score_batches
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+GIB = 2**30
+
+
+# ---------------------------------------------------------------- dtype: auto on CPUs with and without the flag
+
+@pytest.mark.parametrize("cpuinfo, native", [
+    ("flags\t: fpu avx2 avx512f avx512_bf16 avx512_vnni", True),
+    ("flags\t: fpu avx2 avx512f amx_bf16 amx_tile", True),
+    ("flags\t: fpu avx2 avx512f avx512bw avx512_vnni", False),  # plain AVX-512: bf16 is emulated there
+    ("flags\t: fpu avx2 avx512_bf16x", False),  # a whole flag, not a prefix
+])
+def test_native_bf16_is_read_from_the_cpu_flags(cpuinfo, native):
+    assert models.cpu_supports_bf16(cpuinfo) is native
+
+
+def test_auto_on_a_native_bf16_cpu_is_the_fast_path_and_says_why(tiny_model_dir, monkeypatch, capsys):
+    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: True)
+    lm = models.load_model(str(tiny_model_dir), device="cpu")
+    assert lm.meta["dtype"] == "bfloat16" and lm.meta["dtype_requested"] == "auto"
+    assert "native bf16" in lm.meta["dtype_reason"] and lm.meta["rescore_margin"] == "auto"
+    assert next(lm.model.parameters()).dtype == torch.bfloat16
+    assert next(lm.reference.parameters()).dtype == torch.float32
+    assert lm.meta["quantization"] == "none" and "CPU" in lm.meta["quantization_reason"]
+    assert "dtype: bfloat16 (auto: native bf16 CPU" in capsys.readouterr().out
+
+
+def test_auto_without_native_bf16_is_float32_and_says_why(tiny_model_dir, monkeypatch, capsys):
+    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: False)
+    lm = models.load_model(str(tiny_model_dir), device="cpu")
+    assert lm.meta["dtype"] == "float32" and lm.reference is None and lm.meta["rescore_margin"] == 0.0
+    assert "no native bfloat16" in lm.meta["dtype_reason"]
+    assert "dtype: float32 (auto: this CPU has no native bfloat16" in capsys.readouterr().out
+
+
+def test_auto_with_rescoring_switched_off_stays_float32(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: True)
+    lm = models.load_model(str(tiny_model_dir), device="cpu", rescore_margin=0)
+    assert lm.meta["dtype"] == "float32" and "rescore_margin=0" in lm.meta["dtype_reason"]
+
+
+@pytest.mark.parametrize("bad", [-0.1, "wide", True])
+def test_rescore_margin_is_auto_or_a_number(bad):
+    with pytest.raises(ValueError, match="^rescore_margin: must be 'auto'"):
+        models.check_rescore_margin(bad)
+    with pytest.raises(ValueError, match="^calibration_size:"):
+        runs.check_params(calibration_size=0)
+
+
+# ---------------------------------------------------------------- calibrated re-scoring
+
+def _close_call_requests(lm, tokenizer, n: int = 24) -> tuple[Requests, np.ndarray]:
+    """Prompts whose two options are, for even prompts, the two tokens with the closest float32 log-probs among the
+    top 100 (a near-tie bf16 can flip) and, for odd prompts, the top token against a far-down one (a clear call)."""
+    from nbutils.studies.monotonicity.dataset import generate_prompts
+
+    texts = generate_prompts(["more than 1/2", "less than 1/3"], conditions=["concept_learning", "explicit"],
+                             prompts_per_concept=n // 4, n_examples=6, seed=5)["text"].tolist()[:n]
+    base = build_requests(tokenizer, texts)
+    options = []
+    for i, p in enumerate(base.prompt_ids):
+        lp = last_token_logprobs(lm.reference, [p], base.pad_id)[0]
+        top = torch.topk(lp, 100).indices
+        if i % 2 == 0:
+            vals = lp[top]
+            gaps = (vals[:-1] - vals[1:]).abs()
+            k = int(gaps.argmin())
+            pair = [int(top[k]), int(top[k + 1])]
+        else:
+            pair = [int(top[0]), int(top[-1])]
+        options.append([[t] for t in pair])
+    req = Requests(base.prompt_ids, options, [(str(a), str(b)) for (a,), (b,) in options], True, base.pad_id)
+    exact = np.array([last_token_logprobs(lm.reference, [p], req.pad_id)[0, [o[0][0], o[1][0]]].numpy()
+                      for p, o in zip(req.prompt_ids, req.option_ids)])
+    return req, exact
+
+
+def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_not(tiny_model_dir):
+    lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")  # forced bf16, margin auto
+    req, exact = _close_call_requests(lm, lm.tokenizer)
+    batches = batching.plan_batches([len(p) for p in req.prompt_ids], "auto", "cpu")
+    cal, cal_results = calibration.calibrate(lm.model, lm.reference, req, batches, size=8)
+    assert cal.size == 8 and max(cal.errors) > 0, "bf16 really differs from float32 on the sample"
+    assert cal.margin == pytest.approx(calibration.SAFETY_FACTOR * max(cal.errors))
+    done = {i for r in cal_results for i in r.indices}
+    rest = [b for b in batches if not set(b) & done]
+    results = cal_results + score_batches(lm.model, req, rest, lm.reference, cal.margin, progress=False)
+    final, low, flags = np.zeros_like(exact), np.zeros_like(exact), np.zeros(len(exact), bool)
+    for r in results:
+        final[r.indices], low[r.indices], flags[r.indices] = np.vstack(r.logprobs), np.vstack(r.low_precision), r.rescored
+    exact_choice, low_choice = exact.argmax(1), low.argmax(1)
+    assert (low_choice != exact_choice).any(), "bf16 alone flips a near-tie, so this test can fail"
+    assert (final.argmax(1) == exact_choice).all(), "every decision is float32's"
+    assert 0 < flags.sum() < len(flags), "clear calls stay bf16, close ones are re-scored"
+    # the same prompts without re-scoring (margin 0) do differ: the margin is what keeps them equal
+    plain = score_batches(lm.model, req, batches, lm.reference, 0.0, progress=False)
+    plain_lp = np.zeros_like(exact)
+    for r in plain:
+        plain_lp[r.indices] = np.vstack(r.logprobs)
+    assert (plain_lp.argmax(1) != exact_choice).any()
+
+
+def test_margin_rule_and_sample_spread():
+    assert calibration.calibrated_margin([0.01, 0.04, 0.02], 3.0) == pytest.approx(0.12)
+    assert calibration.calibrated_margin([0.0, 0.0]) == calibration.MIN_MARGIN == 1e-3
+    with pytest.raises(ValueError, match="^safety_factor:"):
+        calibration.calibrated_margin([0.1], 0.5)
+    assert calibration.pairwise_error(np.array([-1.0, -2.0, -3.0]), np.array([-1.0, -2.5, -3.0])) == pytest.approx(0.5)
+    one_row = [[i] for i in range(40)]
+    assert calibration.pick_calibration_batches(one_row, 8) == [0, 6, 11, 17, 22, 28, 33, 39]  # spread, ends included
+    gpu_like = [list(range(k * 16, k * 16 + 16)) for k in range(6)]
+    picked = calibration.pick_calibration_batches(gpu_like, 20)
+    assert len(picked) == 2 and sum(len(gpu_like[p]) for p in picked) >= 20
+    assert calibration.pick_calibration_batches(one_row[:3], 8) == [0, 1, 2]
+
+
+def _monotonicity_run(tmp_path, tiny_run):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    return run
+
+
+def test_forced_bf16_run_records_calibration_and_matches_float32_decisions(tmp_path, tiny_run, tiny_model_dir, capsys):
+    spec = studies.get("monotonicity").spec
+    fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    exact = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
+    df, meta = runs.score_run(_monotonicity_run(tmp_path / "a", tiny_run), fast, spec, progress=False, calibration_size=5)
+    ref, _ = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), exact, spec, progress=False)
+    assert meta["rescore_margin"] == "auto" and meta["calibration_size"] == 5
+    assert meta["rescore_margin_used"] == pytest.approx(meta["calibration_safety_factor"] * meta["calibration_error_max"])
+    assert 0 < meta["calibration_error_max"] < meta["rescore_margin_used"]
+    assert "rescore_margin: " in capsys.readouterr().out
+    assert df["rescored"].sum() >= 5, "the calibration sample's float32 scores are the run's own results"
+    assert (df["choice"] == ref["choice"]).all()
+    side = artifacts.read_json(paths.sidecar(paths.score_file(tmp_path / "a" / "run", paths.model_slug(fast.meta["model"]))))
+    assert side["rescore_margin_used"] == meta["rescore_margin_used"] and side["dtype_reason"] == "set explicitly"
+
+
+def test_calibrated_run_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, tiny_model_dir):
+    spec = studies.get("monotonicity").spec
+    fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    run = _monotonicity_run(tmp_path / "a", tiny_run)
+    part, pmeta = runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    assert not pmeta["complete"]
+    resumed, meta = runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
+    whole, wmeta = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
+    assert meta["complete"] and resumed.equals(whole)
+    assert meta["rescore_margin_used"] == wmeta["rescore_margin_used"]
+
+
+# ---------------------------------------------------------------- GPU: quantization auto and the token budget
+
+@pytest.mark.parametrize("n_params, free_gib, expected", [
+    (32e9, 80, "none"),   # 32B in bf16: 59.6 GiB of weights, within 85% of an 80 GiB card
+    (60e9, 80, "8bit"),   # bf16 111.8 GiB does not fit; 8-bit 55.9 GiB does
+    (100e9, 80, "4bit"),  # 8-bit 93.1 GiB does not; NF4 49.4 GiB does
+    (8e9, 16, "8bit"),    # bf16 14.9 GiB > 13.6 GiB usable
+])
+def test_quantization_auto_picks_the_most_exact_precision_that_fits(n_params, free_gib, expected):
+    choice, line = models.choose_quantization(int(n_params), free_gib * GIB)
+    assert choice == expected
+    assert f"{free_gib:.1f} GiB free" in line and "bfloat16 ~" in line
+
+
+def test_quantization_auto_refuses_what_fits_nowhere():
+    with pytest.raises(ValueError, match="^quantization: auto found no precision that fits"):
+        models.choose_quantization(200_000_000_000, 80 * GIB)
+
+
+def test_quantization_auto_on_a_mocked_gpu_prints_the_estimate_and_warns_for_8bit(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (80 * GIB, 80 * GIB))
+    assert models._auto_quantization("auto", "cuda", "bfloat16", lambda: 32_000_000_000)[0] == "none"
+    assert "quantization auto: none (bfloat16)" in capsys.readouterr().out
+    with pytest.warns(UserWarning, match="several times slower than bf16"):
+        choice, _ = models._auto_quantization("auto", "cuda", "bfloat16", lambda: 60_000_000_000)
+    assert choice == "8bit" and "prefer quantization='none'" in capsys.readouterr().out
+    with pytest.warns(UserWarning, match="8-bit prefill"):
+        models._auto_quantization("8bit", "cuda", "bfloat16", lambda: 1)  # picked by hand: said too
+    assert models._auto_quantization("auto", "cpu", "float32", lambda: 1 / 0)[0] == "none"  # no count on CPU
+
+
+def test_token_budget_from_mocked_free_memory():
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192)  # SmolLM2-1.7B's widths
+    per_token = 2 * (8 * 2048 + 4 * 8192)  # bf16 bytes
+    assert batching.probe_token_budget(cfg, 10 * GIB) == int(0.7 * 10 * GIB / per_token) // 256 * 256 == 76288
+    assert batching.probe_token_budget(cfg, 1) == 1024 and batching.probe_token_budget(cfg, 10**15) == 262144
+    lengths = [700] * 200
+    assert max(len(b) for b in batching.plan_batches(lengths, "auto", "cuda", 7000)) == 10
+
+
+def test_token_budget_is_recorded_and_a_resumed_run_keeps_its_own(tmp_path, tiny_run, tiny_model_dir):
+    spec = studies.get("monotonicity").spec
+    lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
+    run = _monotonicity_run(tmp_path, tiny_run)
+    lm.meta["token_budget"] = 4096  # as a GPU load probes it
+    runs.score_run(run, lm, spec, progress=False, checkpoint_every=1, stop_after=2)
+    lm.meta["token_budget"] = 999_999  # a later session with more free memory
+    _, meta = runs.score_run(run, lm, spec, progress=False)
+    assert meta["complete"] and meta["token_budget"] == 4096
+
+
+@needs_cuda
+def test_auto_on_a_real_gpu_picks_bf16_and_probes_a_budget(tiny_model_dir):
+    lm = models.load_model(str(tiny_model_dir), quantization="auto")
+    assert lm.meta["quantization"] == "none" and lm.meta["dtype"] in ("bfloat16", "float16")
+    assert lm.meta["token_budget"] >= 1024 and lm.reference is None
