@@ -6,8 +6,8 @@ that models fall back to the simpler upward counterpart, here the rule ``mirror`
 "less than 1/3"). Every answer is recomputed from the prompt's own text with exact integer arithmetic, so a query
 exactly at the threshold (4 of 12 for 1/3) is answered as the concept's definition says, never as a float rounds.
 
-Note for reading the mirror test: the mirror differs from the true concept only at the threshold itself (both say
-No there), so agreement with ``mirror`` is close to 1 − accuracy. The rule grid and the informative-prompt
+Note for reading the mirror test: the mirror gives the opposite answer to the true concept everywhere except at the
+threshold itself (both say No there), so agreement with ``mirror`` is close to 1 − accuracy. The rule grid and the informative-prompt
 agreement are what tell a model that learned the mirror from one that learned some other wrong rule.
 """
 from __future__ import annotations
