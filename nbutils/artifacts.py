@@ -6,12 +6,15 @@ import json
 import os
 import platform
 import tempfile
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+
+from . import paths
 
 TRACKED_PACKAGES = ("nbutils", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
                     "pandas", "pyarrow", "scipy", "statsmodels", "seaborn", "papermill")
@@ -174,3 +177,32 @@ def json_clean(obj):
     if isinstance(obj, np.bool_):
         return bool(obj)
     return obj
+
+
+@dataclass
+class Analysis:
+    """Every table of a run's analysis, plus the files written (each study's ``analysis.compute`` fills one)."""
+
+    scores: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=()) -> list[Path]:
+    """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
+    ``latex``; the row index kept for those in ``index``), each of ``figures`` (name → matplotlib figure) as PNG and
+    PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
+    import matplotlib.pyplot as plt
+
+    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    files = []
+    for name, t in a.tables.items():
+        files += write_table(t, tdir / name, index=name in index, latex=name in latex)
+    for name, fig in figures.items():
+        files += save_figure(fig, fdir / name)
+        plt.close(fig)
+    files.append(write_json(a.summary, paths.summary_path(run_dir)))
+    a.files = files
+    return files

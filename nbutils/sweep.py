@@ -19,7 +19,7 @@ import yaml
 
 from . import artifacts, paths, studies
 
-SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"}
+SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"} | set(studies.RUN_ANALYSES)
 
 
 @dataclass
@@ -32,11 +32,13 @@ class SweepReport:
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     analyzed: bool = False
+    extra: list[str] = field(default_factory=list)  # run analyses (studies.RUN_ANALYSES) done after the analysis
 
     def lines(self) -> list[str]:
         """Human-readable summary."""
         out = [f"study: {self.study}", f"run_dir: {self.run_dir}", f"scored: {self.scored or '-'}",
                f"skipped (already scored): {self.skipped or '-'}", f"analyzed: {self.analyzed}"]
+        out += [f"also ran: {', '.join(self.extra)}"] if self.extra else []
         out += [f"FAILED {m}: {e}" for m, e in self.failed.items()]
         return out
 
@@ -217,6 +219,16 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     check_parameters(nbs["analyze"], analyze_params, f"analyze block of {sweep_file or 'the sweep'}", fixed=("run_dir",))
     if limit is not None and "include_limited" in notebook_parameters(nbs["analyze"]):
         analyze_params.setdefault("include_limited", True)  # a --limit sweep analyses its limited scores
+    extra = {}  # run analyses asked for by the sweep file (e.g. a `cues:` block), checked like every other notebook
+    for key, nb in studies.RUN_ANALYSES.items():
+        if key in cfg:
+            if not isinstance(cfg[key] or {}, dict):
+                raise ValueError(f"sweep: {sweep_file}: `{key}` must be a mapping of {nb}'s parameters (or empty)")
+            p = dict(cfg[key] or {})
+            check_parameters(nb, p, f"{key} block of {sweep_file}", fixed=("run_dir",))
+            if limit is not None and "include_limited" in notebook_parameters(nb):
+                p.setdefault("include_limited", True)
+            extra[key] = (nb, dict(p, run_dir=str(run)))
     report = SweepReport(run, record.name)
     with run_lock(run):
         step = "generate"
@@ -253,6 +265,11 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                 execute(nbs["analyze"], paths.executed_notebook(run, nbs["analyze"]),
                         dict(analyze_params, run_dir=str(run)), kernel)
                 report.analyzed = True
+                for key, (nb, p) in extra.items():
+                    step = key
+                    print(f"[sweep] {key}", flush=True)
+                    execute(nb, paths.executed_notebook(run, nb), p, kernel)
+                    report.extra.append(key)
         except KeyboardInterrupt:
             print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
                   f"{paths.partial_dir(run)}; run the same command again to resume", flush=True)

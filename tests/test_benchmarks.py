@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,6 +18,7 @@ def _run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.notebooks  # runs a benchmark script end to end (~15 s)
 def test_gpu_scale_script_builds_the_real_architecture_and_reports_speed(tmp_path):
     out = tmp_path / "scale.json"
     proc = _run("gpu_scale.py", "--device", "cpu", "--layers", "1", "--precisions", "float32,4bit", "--n", "3",
@@ -31,6 +34,7 @@ def test_gpu_scale_script_builds_the_real_architecture_and_reports_speed(tmp_pat
     assert report["versions"]["torch"] == __import__("torch").__version__
 
 
+@pytest.mark.notebooks  # the real embedded model through the speed benchmark (~20 s)
 def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_keeps_float32_decisions(tmp_path):
     """The real embedded model, 4 prompts in 2 interleaved rounds; bf16 is forced so the re-scoring is exercised
     where the CPU has no native bf16; the margin is calibrated on 2 of the 4 prompts."""

@@ -15,6 +15,9 @@ from ..engine.spec import DatasetSpec
 
 SCORE_NOTEBOOK = "notebooks/score.ipynb"
 DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `study:` runs
+# Analyses that read any choices study's run (dataset + scores) rather than scoring their own: a sweep file's key of the
+# same name, a mapping of the notebook's parameters, runs the notebook on the run after the study's analysis.
+RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # seed 004 (ICQ) cue profiling, nbutils/studies/cues/
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,11 @@ imported: studies stay independent, and the monotonicity study keeps owning its 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from ... import artifacts, paths
+from ... import artifacts
 from ...engine.runs import excluded_notes, load_scores
 from .. import get
 from . import plots, stats
@@ -23,20 +21,12 @@ MONOTONICITY_COLUMNS = ("concept", "family", "quantifier", "threshold", "monoton
 LATEX = ("accuracy", "contrasts", "clustered_model", "monotonicity_appendix_b", "monotonicity_gap")
 
 
-@dataclass
-class Analysis:
-    """Every table of a run's analysis, plus the files written."""
-
-    scores: pd.DataFrame
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
 def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
     """Scores of every complete model joined with ``items.parquet`` (one row per model × prompt)."""
     return load_scores(run_dir, get("custom").spec, include_limited=include_limited)
+
+
+Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis:
@@ -74,9 +64,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
     a.summary = {"study": "custom", "records": stats.summary_records(t)}
     if "monotonicity_gap" in t:
         a.summary["records"] += artifacts.json_clean([
-            {"model": r.model, "test": "monotonicity_gap", "group": r.condition, "estimate": r.gap,
-             "ci_low": r.gap_ci_low, "ci_high": r.gap_ci_high, "p": r.p_cmh,
-             "note": "upward − downward accuracy at matched thresholds; cluster bootstrap CI, CMH test (study 1)"}
+            stats.group_record(r.model, "monotonicity_gap", r.condition, r.gap, r.gap_ci_low, r.gap_ci_high, r.p_cmh,
+                          "upward − downward accuracy at matched thresholds (study 1); CI: bootstrap over thresholds "
+                          "(descriptive); p: Cochran–Mantel–Haenszel, a test about these thresholds only")
             for r in t["monotonicity_gap"].itertuples(index=False)])
     a.summary["_notes"] = a.notes
     return a
@@ -126,19 +116,10 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
 
 def write(a: Analysis, run_dir) -> list[Path]:
     """Tables as CSV (+ LaTeX for the headline ones), figures as PNG and PDF, summary.json."""
-    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
-    files = []
-    for name, t in a.tables.items():
-        files += artifacts.write_table(t, tdir / name, index=name == "monotonicity_appendix_b", latex=name in LATEX)
     figs = {"accuracy_by_group": plots.accuracy_by_group(a.tables["accuracy"]),
             "choice_distribution": plots.choice_distribution(a.tables["choice_distribution"]),
             "margin_by_answer": plots.margin_by_answer(a.scores)}
-    for name, fig in figs.items():
-        files += artifacts.save_figure(fig, fdir / name)
-        plt.close(fig)
-    files.append(artifacts.write_json(a.summary, paths.summary_path(run_dir)))
-    a.files = files
-    return files
+    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 
 def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False) -> Analysis:

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ...artifacts import json_clean
-from ...stats import holm, wilson
+from ...stats import holm, record, wilson
 
 ALL = "(all)"  # the pooled row beside the groups
 
@@ -288,33 +288,40 @@ def per_item(df: pd.DataFrame) -> pd.DataFrame:
     return df[[c for c in keep if c in df.columns]].sort_values(["model", "row"]).reset_index(drop=True)
 
 
-def _record(model, test, group, estimate, ci_low=None, ci_high=None, p=None, note="") -> dict:
-    return {"model": model, "test": test, "group": group, "estimate": estimate, "ci_low": ci_low, "ci_high": ci_high,
-            "p": p, "note": note}
+def group_record(model, test, group, estimate, ci_low=None, ci_high=None, p=None, note="") -> dict:
+    """A record in the shared format (``nbutils.stats.record``; ``term`` is the group), plus ``model`` and ``group``;
+    ``valid`` is False where the estimate is undefined."""
+    try:
+        valid = bool(np.isfinite(float(estimate)))
+    except (TypeError, ValueError):
+        valid = False
+    return record(test, group, estimate, ci_low=ci_low, ci_high=ci_high, p=p, valid=valid, note=note or "",
+                  model=model, group=group)
 
 
 def summary_records(t: dict[str, pd.DataFrame]) -> list[dict]:
-    """The headline results as flat records (model, test, group, estimate, ci_low, ci_high, p, note)."""
+    """The headline results as flat records in the shared format (test, condition, term, estimate, se, ci_low, ci_high,
+    p, valid, note) plus model and group."""
     out = []
     for r in t["accuracy"].itertuples(index=False):
         p = r.p_holm if r.group != ALL else r.p_binom
-        out.append(_record(r.model, "accuracy_vs_chance", r.group, r.accuracy, r.ci_low, r.ci_high, p,
+        out.append(group_record(r.model, "accuracy_vs_chance", r.group, r.accuracy, r.ci_low, r.ci_high, p,
                            f"n={r.n}, chance={r.chance:.3f}; Wilson CI, exact binomial"
                            + (", Holm over groups" if r.group != ALL else "")))
     for r in t["response_bias"].itertuples(index=False):
         if r.test:
-            out.append(_record(r.model, f"response_bias_{r.test}", r.group, r.statistic, None, None,
+            out.append(group_record(r.model, f"response_bias_{r.test}", r.group, r.statistic, None, None,
                                r.p_holm if r.group != ALL else r.p, r.note))
     for r in t.get("signal_detection", pd.DataFrame()).itertuples(index=False):
-        out.append(_record(r.model, "d_prime", r.group, r.d_prime, note=f"criterion c={r.criterion:.3f}; log-linear corrected" +
+        out.append(group_record(r.model, "d_prime", r.group, r.d_prime, note=f"criterion c={r.criterion:.3f}; log-linear corrected" +
                            (f"; {r.note}" if r.note else "")))
-        out.append(_record(r.model, "criterion_c", r.group, r.criterion, note="c < 0: bias towards " + repr(r.signal)))
+        out.append(group_record(r.model, "criterion_c", r.group, r.criterion, note="c < 0: bias towards " + repr(r.signal)))
     for r in t["contrasts"].itertuples(index=False):
-        out.append(_record(r.model, "group_contrast", f"{r.group_a} − {r.group_b}", r.diff, r.ci_low, r.ci_high, r.p_holm,
+        out.append(group_record(r.model, "group_contrast", f"{r.group_a} − {r.group_b}", r.diff, r.ci_low, r.ci_high, r.p_holm,
                            f"{r.test}, Holm over pairs"))
     for r in t["clustered_model"].itertuples(index=False):
-        out.append(_record(r.model, r.test, r.term, getattr(r, "estimate", None), getattr(r, "ci_low", None),
+        out.append(group_record(r.model, r.test, r.term, getattr(r, "estimate", None), getattr(r, "ci_low", None),
                            getattr(r, "ci_high", None), getattr(r, "p", None), r.note))
     for r in t.get("margin_separation", pd.DataFrame()).itertuples(index=False):
-        out.append(_record(r.model, "margin_auc", r.group, r.auc, p=r.p, note="Mann–Whitney; 0.5 is chance"))
+        out.append(group_record(r.model, "margin_auc", r.group, r.auc, p=r.p, note="Mann–Whitney; 0.5 is chance"))
     return json_clean(out)

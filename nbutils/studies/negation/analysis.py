@@ -8,7 +8,7 @@ from ... import artifacts, paths
 from ...engine.runs import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
-from .stats import cell_means, lmm_tables, predicted_cells, seed_table
+from .stats import PY_TEST, R_TEST, cell_means, fit_info_table, lmm_tables, predicted_cells, records, seed_table
 
 
 def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame:
@@ -28,19 +28,25 @@ def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame
     return df
 
 
-def analyze_negation(run_dir, include_limited: bool = False) -> dict:
-    """All negation tables and the interaction figure for a run; writes them and summary.json; returns the tables."""
+def analyze_negation(run_dir, include_limited: bool = False, use_r: bool | None = None) -> dict:
+    """All negation tables and the interaction figure for a run; writes them and summary.json; returns the tables.
+
+    ``use_r=None`` uses lme4/lmerTest when R has them (Satterthwaite t, the headline), else statsmodels MixedLM (z).
+    """
     import matplotlib.pyplot as plt
 
     scores = load_negation_scores(run_dir, include_limited=include_limited)
-    coefs, agreement = lmm_tables(scores)
-    tables = {"lmm_coefficients": coefs, "spec_agreement": agreement, "table1_ppl": seed_table(coefs, "ppl"),
-              "table1_log_ppl": seed_table(coefs, "log_ppl"), "cell_means": cell_means(scores),
+    coefs, info, agreement = lmm_tables(scores, use_r=use_r)
+    tables = {"lmm_coefficients": coefs, "lmm_fits": fit_info_table(info), "spec_agreement": agreement,
+              "table1_ppl": seed_table(coefs, "ppl", "treatment"), "table1_log_ppl": seed_table(coefs, "log_ppl", "treatment"),
+              "main_effects_ppl": seed_table(coefs, "ppl", "deviation"),
+              "main_effects_log_ppl": seed_table(coefs, "log_ppl", "deviation"), "cell_means": cell_means(scores),
               "token_length": (scores.drop_duplicates(["model", "item_id", "context"])
                                .groupby("model")["token_diff_neg_minus_aff"]
                                .agg(mean_diff="mean", share_equal=lambda s: float((s == 0).mean())).reset_index())}
     for name, t in tables.items():
-        artifacts.write_table(t, paths.tables_dir(run_dir) / name, latex=name.startswith("table1"), float_format="%.3g")
+        latex = name.startswith(("table1", "main_effects"))
+        artifacts.write_table(t, paths.tables_dir(run_dir) / name, latex=latex, float_format="%.3g")
     pred = predicted_cells(coefs)
     tables["predicted"] = pred
     if not pred.empty:
@@ -48,16 +54,17 @@ def analyze_negation(run_dir, include_limited: bool = False) -> dict:
         artifacts.save_figure(fig, paths.figures_dir(run_dir) / "interaction")
         plt.close(fig)
     summary = {}
-    for model, g in coefs.groupby("model", sort=False):
+    dev = coefs[(coefs["coding"] == "deviation") & (coefs["term"] == "context × form")]
+    for model, g in dev.groupby("model", sort=False):
         summary[model] = {}
-        for spec, s in g.groupby("spec", sort=False):
-            inter = s[s["term"] == "context × form"]
-            summary[model][spec] = None if inter.empty else {
-                "interaction_coef": float(inter["coef"].iloc[0]), "p": float(inter["p"].iloc[0]),
-                "ci95": [float(inter["ci_low"].iloc[0]), float(inter["ci_high"].iloc[0])],
-                "converged": bool(inter["valid"].iloc[0])}
+        for r in g.itertuples(index=False):
+            summary[model][r.spec] = {"interaction_coef": float(r.estimate), "p": float(r.p), "df": r.df,
+                                      "ci95": [float(r.ci_low), float(r.ci_high)], "valid": bool(r.valid), "test": r.test}
     for r in agreement.itertuples(index=False):
-        summary[r.model]["conclusions_agree"] = bool(r.interaction_conclusions_agree)
+        summary.setdefault(r.model, {})["conclusions_agree"] = bool(r.interaction_conclusions_agree)
+    summary["headline"] = ("deviation-coded context × form on log-perplexity (test " + (R_TEST if (info["satterthwaite"].any())
+                           else PY_TEST) + "); the seed's Table 1 (perplexity, treatment coding) is reported alongside")
+    summary["records"] = records(coefs, info)
     summary["_notes"] = excluded_notes(scores)
     artifacts.write_json(artifacts.json_clean(summary), paths.summary_path(run_dir))
     tables["summary"] = summary

@@ -14,7 +14,7 @@ def interaction_plot(pred: pd.DataFrame):
             f = d[d.form == form].set_index("context").loc[["consistent", "inconsistent"]]
             ax.plot([0, 1], f["predicted"], style, marker="o", label=form)
         ax.set_xticks([0, 1], ["consistent", "inconsistent"])
-        ax.set_title(model + ("" if d["converged"].all() else " (not converged)"), fontsize=9)
+        ax.set_title(model + ("" if d["converged"].all() else " (fit not valid)"), fontsize=9)
         ax.set_ylabel("predicted perplexity")
     axes[0][0].legend(frameon=False)
     fig.tight_layout()

@@ -1,4 +1,22 @@
-"""Linear mixed models of the negation probe (seed 003): the seed's coding, on perplexity and log-perplexity."""
+"""Linear mixed models of the negation probe (seed 003), fitted the way a reviewer would check them.
+
+One model per language model and outcome: ``y ~ context * form`` with **deviation (±0.5) coding**
+(stereotype-consistent = +½, affirmative = +½), so ``context`` is the consistent − inconsistent difference averaged
+over both forms, ``form`` the affirmative − negated difference averaged over both contexts, ``context × form`` the
+difference of differences and the intercept the grand mean of the four cells. The seed's **treatment coding**
+(consistent = 1, affirmative = 1) for its Table-1 replica is the same fitted model re-expressed by linear contrasts:
+its ``context`` is the context effect for *negated* sentences only and its ``form`` the form effect in
+stereotype-*inconsistent* contexts; the interaction is identical in both codings.
+
+Random effects: root-item intercepts with slopes for context, form and their interaction (correlated), plus an
+intercept per item (root × variant × structure: the four sentences of an item share most of their words). A
+singular or non-converged fit is simplified step by step — correlated → uncorrelated slopes → drop the component
+whose SD is estimated at 0 (or the smallest) — and every step is reported with its reason.
+
+Two paths: with R (lme4 + lmerTest) the fits are ``lmer`` by REML with Satterthwaite df and t p-values (the
+headline); without R, statsmodels ``MixedLM`` (REML) fits the *uncorrelated* structures (variance components by
+root; it cannot fit the correlated one here) with Wald z p-values, which are somewhat liberal with few roots.
+"""
 from __future__ import annotations
 
 import warnings
@@ -6,90 +24,356 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ...stats import stars as _stars
+from ...stats import record, stars as _stars
+
+TERMS = ["Intercept", "context", "form", "context × form"]
+COMPONENTS = ["root", "context", "form", "context × form", "item"]  # random-effect components
+RANDOM_TERMS = {"root": "(1 | root)", "context": "(0 + c | root)", "form": "(0 + f | root)",
+                "context × form": "(0 + cf | root)", "item": "(1 | item)"}  # lme4 spelling, as the R script writes them
+R_TEST = "lmm_negation_satterthwaite"
+PY_TEST = "lmm_negation_mixedlm_z"
+# deviation coefficients -> treatment (seed) coefficients: b_treat = T @ b_dev (columns: Intercept, c, f, cf)
+TREATMENT = np.array([[1, -0.5, -0.5, 0.25], [0, 1, 0, -0.5], [0, 0, 1, -0.5], [0, 0, 0, 1]], dtype=float)
+SPECS = {"ppl": ("ppl", False), "log_ppl": ("log_ppl", False), "log_ppl+tokens": ("log_ppl", True)}
 
 
-def fit_lmm(df: pd.DataFrame, outcome: str = "ppl", covariate: bool = False) -> tuple[pd.DataFrame, dict]:
-    """``outcome ~ context * form`` (+ n_tokens), random intercepts and context slopes by root item (statsmodels MixedLM).
+def design(df: pd.DataFrame, outcome: str = "ppl", covariate: bool = False, unit: str = "unit") -> pd.DataFrame:
+    """The columns both paths read: unit, y, c and f (±0.5), cf = c·f, root, item and (if asked) centred n_tokens."""
+    need = {"context", "form", "root_id", "item_id", outcome} | ({"n_tokens"} if covariate else set())
+    missing = sorted(need - set(df.columns))
+    if missing:
+        raise ValueError(f"scores: lacks columns {missing} needed for the negation mixed model")
+    bad = sorted(set(df["context"]) - {"consistent", "inconsistent"}) + sorted(set(df["form"]) - {"affirmative", "negated"})
+    if bad:
+        raise ValueError(f"scores: unexpected context/form values {bad} (expected consistent/inconsistent, affirmative/negated)")
+    c = np.where(df["context"] == "consistent", 0.5, -0.5)
+    f = np.where(df["form"] == "affirmative", 0.5, -0.5)
+    out = pd.DataFrame({"unit": df[unit].astype(str).values if unit in df else "1", "y": df[outcome].astype(float).values,
+                        "c": c, "f": f, "cf": c * f, "root": df["root_id"].astype(str).values,
+                        "item": df["item_id"].astype(str).values})
+    if covariate:
+        tok = df["n_tokens"].astype(float).values
+        out["tok"] = tok - np.nanmean(tok)
+    return out
 
-    Coded as the seed: stereotype-consistent context = 1, affirmative form = 1. Returns the fixed effects with p,
-    95% CI and stars, and fit information; a fit that did not converge is flagged, never reported as valid.
+
+def _contrasts(beta: np.ndarray, cov: np.ndarray, covariate: bool) -> list[tuple[str, str, np.ndarray]]:
+    """(coding, term, weights over the fixed effects) for every reported coefficient."""
+    k = len(beta)
+    rows = []
+    for coding, mat in (("deviation", np.eye(4)), ("treatment", TREATMENT)):
+        for term, w in zip(TERMS, mat):
+            rows.append((coding, term, np.concatenate([w, np.zeros(k - 4)])))
+        if covariate:
+            rows.append((coding, "n_tokens", np.eye(k)[4]))
+    return rows
+
+
+# ---------------------------------------------------------------- R path: lme4 + lmerTest, many units in one Rscript
+LMM_R = r"""
+suppressPackageStartupMessages({library(lme4); library(lmerTest)})
+SINGULAR <- "boundary (singular) fit: see help('isSingular')"
+CFG <- nb_in("config")
+MODE <- as.character(CFG$random[1])
+COV <- as.logical(CFG$covariate[1])
+RAND <- c(root = "(1 | root)", context = "(0 + c | root)", form = "(0 + f | root)", `context × form` = "(0 + cf | root)",
+          item = "(1 | item)")
+CORR <- "(1 + c + f + cf | root) + (1 | item)"
+FIXED <- if (COV) "y ~ c + f + cf + tok" else "y ~ c + f + cf"
+fit1 <- function(random, d) {
+  msgs <- character(0)
+  m <- withCallingHandlers(
+    tryCatch(lmerTest::lmer(as.formula(paste(FIXED, "+", random)), data = d, REML = TRUE),
+             error = function(e) { msgs <<- c(msgs, paste("error:", conditionMessage(e))); NULL }),
+    warning = function(w) { msgs <<- c(msgs, conditionMessage(w)); invokeRestart("muffleWarning") },
+    message = function(w) { msgs <<- c(msgs, trimws(conditionMessage(w))); invokeRestart("muffleMessage") })
+  conv <- if (is.null(m)) msgs else unique(c(setdiff(m@optinfo$conv$lme4$messages, SINGULAR),
+                                              grep("converge|error|failure", msgs, value = TRUE)))
+  list(m = m, random = random, singular = !is.null(m) && isSingular(m, tol = 1e-4), conv = conv)
+}
+sds <- function(m) {
+  vc <- as.data.frame(VarCorr(m))
+  vc <- vc[vc$grp != "Residual" & is.na(vc$var2), ]
+  key <- ifelse(vc$grp == "item", "item", ifelse(vc$var1 == "(Intercept)", "root",
+         ifelse(vc$var1 == "c", "context", ifelse(vc$var1 == "f", "form", "context × form"))))
+  stats::setNames(vc$sdcor, key)
+}
+why <- function(r) paste(c(if (is.null(r$m)) "failed" else if (r$singular) "singular", r$conv), collapse = ": ")
+ok <- function(r) !is.null(r$m) && !r$singular && !length(r$conv)
+one_unit <- function(d) {
+  notes <- character(0)
+  active <- names(RAND)
+  if (length(unique(d$item)) == length(unique(d$root))) active <- setdiff(active, "item")
+  if (MODE == "auto") {
+    r <- fit1(CORR, d)
+    if (!ok(r)) {
+      notes <- c(notes, sprintf("correlated %s %s: uncorrelated slopes", CORR, why(r)))
+      r <- NULL
+    }
+  } else r <- NULL
+  if (is.null(r)) repeat {
+    r <- fit1(paste(RAND[active], collapse = " + "), d)
+    if (ok(r) || MODE != "auto" || is.null(r$m) || length(active) <= 1) break
+    s <- sds(r$m)[active]
+    zero <- names(s)[s < 1e-4 * sigma(r$m)]
+    if (!length(zero)) zero <- names(which.min(s))
+    notes <- c(notes, sprintf("%s: dropped %s (SD %.2g)", why(r), paste(RAND[zero], collapse = " + "), min(s[zero])))
+    active <- setdiff(active, zero)
+  }
+  valid <- ok(r)
+  info <- data.frame(random = r$random, singular = r$singular, converged = !length(r$conv), valid = valid,
+                     satterthwaite = !is.null(r$m) && inherits(r$m, "lmerModLmerTest"),
+                     steps = paste(notes, collapse = "; "),
+                     note = paste(c(if (r$singular) "singular fit", r$conv), collapse = "; "),
+                     sd = if (is.null(r$m)) "" else paste(sprintf("%s %.3g", c(names(sds(r$m)), "residual"),
+                                                                  c(sds(r$m), sigma(r$m))), collapse = ", "))
+  if (is.null(r$m)) return(list(info = info, coefs = NULL))
+  L <- as.matrix(nb_in("contrasts")[, -(1:2)])
+  lab <- nb_in("contrasts")[, 1:2]
+  if (!COV) L <- L[lab$term != "n_tokens", 1:4, drop = FALSE] else L <- L[, 1:5, drop = FALSE]
+  if (!COV) lab <- lab[lab$term != "n_tokens", ]
+  if (info$satterthwaite) {
+    ct <- lmerTest::contest(r$m, L, joint = FALSE, ddf = "Satterthwaite")
+    co <- data.frame(estimate = ct$Estimate, se = ct[["Std. Error"]], df = ct$df, stat = ct[["t value"]],
+                     p = ct[["Pr(>|t|)"]], ci_low = ct$lower, ci_high = ct$upper)
+  } else {
+    b <- fixef(r$m); V <- as.matrix(vcov(r$m))
+    est <- as.vector(L %*% b); se <- sqrt(diag(L %*% V %*% t(L)))
+    co <- data.frame(estimate = est, se = se, df = NA, stat = est / se, p = 2 * pnorm(-abs(est / se)),
+                     ci_low = est - qnorm(.975) * se, ci_high = est + qnorm(.975) * se)
+  }
+  list(info = info, coefs = cbind(lab, co))
+}
+all_d <- nb_in("lmm")
+infos <- list(); coefs <- list()
+for (u in unique(all_d$unit)) {
+  res <- one_unit(all_d[all_d$unit == u, ])
+  infos[[u]] <- cbind(unit = u, res$info)
+  if (!is.null(res$coefs)) coefs[[u]] <- cbind(unit = u, res$coefs)
+}
+nb_out(do.call(rbind, infos), "info")
+nb_out(if (length(coefs)) do.call(rbind, coefs) else data.frame(unit = character(0)), "coefs")
+"""
+
+
+def _contrast_table() -> pd.DataFrame:
+    rows = _contrasts(np.zeros(5), np.eye(5), covariate=True)
+    return pd.DataFrame([{"coding": c, "term": t, **{f"w{i}": x for i, x in enumerate(w)}} for c, t, w in rows])
+
+
+def fit_r(data: pd.DataFrame, covariate: bool = False, random: str = "auto", seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fit every ``unit`` of ``data`` (see ``design``) with lmerTest in one Rscript.
+
+    ``random="auto"`` runs the simplification ladder; ``"uncorrelated"`` fits the full uncorrelated structure as is
+    (the one the Python path can fit; for cross-checks). Returns (info per unit, coefficients per unit × coding ×
+    term with estimate, se, Satterthwaite df, t, p and 95% CI). Raises rbridge.RError when R fails.
+    """
+    from ...rbridge import run_r
+
+    if random not in ("auto", "uncorrelated"):
+        raise ValueError(f"random: expected 'auto' or 'uncorrelated', got {random!r}")
+    config = pd.DataFrame({"random": [random], "covariate": [bool(covariate)]})
+    out = run_r(LMM_R, {"lmm": data, "config": config, "contrasts": _contrast_table()}, seed=seed)
+    info, coefs = out["info"], out["coefs"]
+    info["unit"] = info["unit"].astype(str)
+    if len(coefs):
+        coefs["unit"] = coefs["unit"].astype(str)
+    for col in ("steps", "note", "sd"):
+        info[col] = ["" if pd.isna(x) else str(x) for x in info[col]]
+    return info, coefs
+
+
+# ---------------------------------------------------------------- Python path: statsmodels MixedLM (uncorrelated)
+def _vc_formula(active: list[str]) -> dict:
+    parts = {"root": "1", "context": "0 + c", "form": "0 + f", "context × form": "0 + cf", "item": "0 + C(item)"}
+    return {k.replace(" × ", "_x_"): parts[k] for k in active}
+
+
+def fit_python(d: pd.DataFrame, covariate: bool = False, ladder: bool = True) -> tuple[pd.DataFrame, dict]:
+    """statsmodels MixedLM by REML on one unit of ``design`` output: uncorrelated root components + item intercept.
+
+    With ``ladder`` a singular (a component's SD < 1e-3 × residual SD, or statsmodels' boundary warning) or
+    non-converged fit is refitted without the component estimated smallest; every step is noted. Returns the
+    coefficient table (both codings; Wald z p-values and CIs) and fit information.
     """
     import statsmodels.formula.api as smf
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
-    d = df.assign(context=(df["context"] == "consistent").astype(float), form=(df["form"] == "affirmative").astype(float))
-    formula = f"{outcome} ~ context * form" + (" + n_tokens" if covariate else "")
-    info = {"formula": formula, "outcome": outcome, "n": len(d), "n_items": int(d["root_id"].nunique()), "converged": False, "note": ""}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fit = smf.mixedlm(formula, d, groups=d["root_id"], re_formula="~context").fit(reml=True)
-        except Exception as err:  # noqa: BLE001 - reported, not raised
-            info["note"] = f"fit failed: {type(err).__name__}: {err}"
-            return pd.DataFrame(), info
-    conv_warn = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
-    info["converged"] = bool(fit.converged) and not conv_warn
-    if not info["converged"]:
-        info["note"] = "did not converge" + (f": {conv_warn[0]}" if conv_warn else "")
-    ci = fit.conf_int()
-    names = [n for n in fit.fe_params.index]
-    table = pd.DataFrame({"term": names, "coef": fit.fe_params.values, "se": fit.bse_fe.values,
-                          "p": fit.pvalues[names].values, "ci_low": ci.loc[names, 0].values, "ci_high": ci.loc[names, 1].values})
-    table["term"] = table["term"].replace({"context:form": "context × form"})
-    table["stars"] = table["p"].map(_stars)
-    return table, info
+    fixed = "y ~ c + f + cf" + (" + tok" if covariate else "")
+    active = list(COMPONENTS)
+    if d["item"].nunique() == d["root"].nunique():
+        active.remove("item")
+    steps, fit, singular, conv_msgs = [], None, False, []
+    while active:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                fit = smf.mixedlm(fixed, d, groups=d["root"], re_formula="0", vc_formula=_vc_formula(active)).fit(reml=True)
+                err = None
+            except Exception as e:  # noqa: BLE001 - reported, not raised
+                fit, err = None, f"{type(e).__name__}: {e}"
+        msgs = [str(w.message) for w in caught if issubclass(w.category, (ConvergenceWarning, RuntimeWarning))]
+        if fit is None:
+            conv_msgs, singular = [f"fit failed: {err}"], False
+            break
+        sds = np.sqrt(np.clip(np.asarray(fit.vcomp, float), 0, None))
+        names = [n.replace("_x_", " × ") for n in fit.model.exog_vc.names]
+        sd = dict(zip(names, sds))
+        resid = float(np.sqrt(fit.scale)) if np.isfinite(fit.scale) and fit.scale > 0 else 0.0
+        boundary = any("boundary" in m for m in msgs)
+        singular = boundary or resid == 0 or any(s < 1e-3 * resid for s in sds)
+        conv_msgs = [] if fit.converged and not any("failed" in m or "not converge" in m for m in msgs if "Retrying" not in m) \
+            else ["did not converge"] + [m for m in msgs if "Retrying" not in m][:1]
+        if not (singular or conv_msgs) or not ladder or len(active) == 1:
+            break
+        zero = [k for k in active if sd.get(k, 0) < 1e-3 * resid] or [min(active, key=lambda k: sd.get(k, 0))]
+        steps.append(f"{'singular' if singular else 'not converged'}: dropped {' + '.join(zero)} "
+                     f"(SD {min(sd.get(k, 0) for k in zero):.2g})")
+        active = [k for k in active if k not in zero]
+    info = {"path": "statsmodels MixedLM (REML, Wald z)", "random": " + ".join(RANDOM_TERMS[k] for k in active),
+            "singular": bool(singular), "converged": not conv_msgs, "steps": "; ".join(steps),
+            "note": "; ".join((["singular fit"] if singular else []) + conv_msgs), "satterthwaite": False}
+    info["valid"] = fit is not None and not singular and not conv_msgs
+    if fit is None:
+        return pd.DataFrame(), info
+    from scipy import stats as sps
+
+    k = len(fit.fe_params)
+    beta = fit.fe_params.values
+    cov = np.asarray(fit.cov_params())[:k, :k]
+    rows = []
+    for coding, term, w in _contrasts(beta, cov, covariate):
+        est, se = float(w @ beta), float(np.sqrt(max(w @ cov @ w, 0)))
+        z = est / se if se > 0 else np.nan
+        p = float(2 * sps.norm.sf(abs(z))) if np.isfinite(z) else np.nan
+        rows.append({"coding": coding, "term": term, "estimate": est, "se": se, "df": np.nan, "stat": z, "p": p,
+                     "ci_low": est - 1.959964 * se, "ci_high": est + 1.959964 * se})
+    info["sd"] = ", ".join(f"{k} {v:.3g}" for k, v in sd.items()) + f", residual {np.sqrt(fit.scale):.3g}"
+    return pd.DataFrame(rows), info
 
 
-def lmm_tables(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per model: the seed's LMM on perplexity, on log-perplexity, and on log-perplexity with token count.
+def use_r_default() -> bool:
+    """True when lme4 and lmerTest load (the headline path)."""
+    from ...rbridge import r_available
 
-    Returns the long coefficient table (non-converged fits marked ``valid=False``) and one row per model
-    saying whether the interaction's sign and significance agree across the three specifications.
+    return r_available("lme4", "lmerTest")
+
+
+def fit_lmm(df: pd.DataFrame, outcome: str = "ppl", covariate: bool = False, use_r: bool | None = None,
+            unit: str = "model") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fit ``outcome ~ context * form`` (+ centred n_tokens) for every ``unit`` of ``df`` (default: per model).
+
+    Returns (coefficients: unit, coding, term, estimate, se, df, stat, p, ci_low, ci_high, stars, valid, note;
+    info: one row per unit with the path, the random structure used, the simplification steps and validity).
     """
-    specs = {"ppl": ("ppl", False), "log_ppl": ("log_ppl", False), "log_ppl+tokens": ("log_ppl", True)}
-    rows, agree = [], []
-    for model, g in scores.groupby("model", sort=False):
+    use_r = use_r_default() if use_r is None else use_r
+    from ...rbridge import RError
+
+    d = design(df, outcome, covariate, unit=unit)
+    r_failed = ""
+    if use_r:
+        try:
+            info, coefs = fit_r(d, covariate)
+            info["path"] = np.where(info["satterthwaite"], "lme4/lmerTest (REML, Satterthwaite t)",
+                                    "lme4 (REML, Wald z: Satterthwaite unavailable)")
+        except RError as err:  # reported in every record of the Python fits that replace it
+            use_r, r_failed = False, f"R failed, statsmodels used instead: {str(err).splitlines()[-1][:200]}"
+    if not use_r:
+        infos, tabs = [], []
+        for u, g in d.groupby("unit", sort=False):
+            t, i = fit_python(g.reset_index(drop=True), covariate)
+            infos.append({"unit": u, **i})
+            if len(t):
+                tabs.append(t.assign(unit=u))
+        info = pd.DataFrame(infos)
+        if r_failed:
+            info["steps"] = [f"{r_failed}; {x}" if x else r_failed for x in info["steps"]]
+        coefs = pd.concat(tabs, ignore_index=True) if tabs else pd.DataFrame(columns=["unit", "coding", "term"])
+    info["test"] = np.where(info["satterthwaite"], R_TEST, PY_TEST if not use_r else "lmm_negation_lme4_z")
+    if len(coefs):
+        coefs = coefs.merge(info[["unit", "valid", "note", "test"]], on="unit", how="left")
+        coefs["stars"] = coefs["p"].map(_stars)
+    return coefs, info
+
+
+def lmm_tables(scores: pd.DataFrame, use_r: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Per model: the LMM on perplexity, on log-perplexity, and on log-perplexity with token count.
+
+    Returns the long coefficient table (model, spec, coding, term, …; invalid fits marked ``valid=False``), the fit
+    information per model × spec, and one row per model saying whether the deviation-coded interaction's sign and
+    significance agree across the three specifications (only valid fits count).
+    """
+    use_r = use_r_default() if use_r is None else use_r
+    coefs, infos = [], []
+    for spec, (outcome, cov) in SPECS.items():
+        c, i = fit_lmm(scores, outcome, cov, use_r=use_r, unit="model")
+        coefs.append(c.assign(spec=spec))
+        infos.append(i.assign(spec=spec))
+    coefs = pd.concat(coefs, ignore_index=True).rename(columns={"unit": "model"})
+    info = pd.concat(infos, ignore_index=True).rename(columns={"unit": "model"})
+    agree = []
+    for model in scores["model"].astype(str).unique():
         verdicts = {}
-        for spec, (outcome, cov) in specs.items():
-            table, info = fit_lmm(g, outcome, cov)
-            if table.empty:
-                rows.append({"model": model, "spec": spec, "valid": False, "note": info["note"]})
-                continue
-            for r in table.to_dict("records"):
-                rows.append({"model": model, "spec": spec, **r, "valid": info["converged"], "note": info["note"]})
-            inter = table[table.term == "context × form"].iloc[0]
-            verdicts[spec] = (np.sign(inter["coef"]), inter["p"] < 0.05) if info["converged"] else None
+        for spec in SPECS:
+            inter = coefs[(coefs.model == model) & (coefs.spec == spec) & (coefs.coding == "deviation")
+                          & (coefs.term == "context × form")] if len(coefs) else coefs
+            ok = len(inter) and bool(inter["valid"].iloc[0])
+            verdicts[spec] = (np.sign(inter["estimate"].iloc[0]), bool(inter["p"].iloc[0] < 0.05)) if ok else None
         valid = [v for v in verdicts.values() if v is not None]
-        agree.append({"model": model, "specs_converged": len(valid),
+        agree.append({"model": model, "specs_valid": len(valid),
                       "interaction_conclusions_agree": bool(valid) and len(set(valid)) == 1,
                       **{f"interaction_{k}": (None if v is None else f"{'negative' if v[0] < 0 else 'positive'}"
                                                 f"{', p < .05' if v[1] else ', n.s.'}") for k, v in verdicts.items()}})
-    return pd.DataFrame(rows), pd.DataFrame(agree)
+    cols = ["model", "spec", "coding", "term", "estimate", "se", "df", "stat", "p", "ci_low", "ci_high", "stars",
+            "valid", "note", "test"]
+    return coefs.reindex(columns=cols), info, pd.DataFrame(agree)
 
 
-def seed_table(coefs: pd.DataFrame, spec: str = "ppl") -> pd.DataFrame:
-    """Seed 003's Table-1 shape: per model the three effects with coefficient (stars), p and 95% CI."""
-    t = coefs[(coefs["spec"] == spec) & coefs["term"].isin(["context", "form", "context × form"])].copy()
-    t["cell"] = [f"{c:.3f}{s}" if v else f"({c:.3f}, not converged)" for c, s, v in zip(t["coef"], t["stars"], t["valid"])]
+def seed_table(coefs: pd.DataFrame, spec: str = "ppl", coding: str = "treatment") -> pd.DataFrame:
+    """Seed 003's Table-1 shape: per model the three effects with coefficient (stars), p and 95% CI.
+
+    ``coding="treatment"`` is the seed's (consistent = 1, affirmative = 1); ``"deviation"`` gives main effects.
+    """
+    t = coefs[(coefs["spec"] == spec) & (coefs["coding"] == coding) & coefs["term"].isin(TERMS[1:])].copy()
+    t["cell"] = [f"{c:.3f}{s}" if v else f"({c:.3f}, not valid)" for c, s, v in zip(t["estimate"], t["stars"], t["valid"])]
     t["ci"] = [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["ci_low"], t["ci_high"])]
-    return t[["model", "term", "cell", "p", "ci", "valid"]].reset_index(drop=True)
+    return t[["model", "term", "cell", "df", "p", "ci", "valid"]].reset_index(drop=True)
+
+
+def fit_info_table(info: pd.DataFrame) -> pd.DataFrame:
+    """Which path and random structure produced each model × spec's numbers, and why it was simplified."""
+    return info[["model", "spec", "test", "path", "random", "steps", "singular", "converged", "valid", "note", "sd"]]
 
 
 def predicted_cells(coefs: pd.DataFrame, spec: str = "ppl") -> pd.DataFrame:
-    """Model-predicted outcome for the four cells (fixed effects only) from ``lmm_tables``' coefficients."""
+    """Model-predicted outcome for the four cells (fixed effects only, deviation coding, tokens at their mean)."""
     rows = []
-    for model, g in coefs[coefs["spec"] == spec].groupby("model", sort=False):
-        if "term" not in g or g["term"].isna().all():
-            continue
-        b = dict(zip(g["term"], g["coef"]))
-        for context in (0.0, 1.0):
-            for form in (0.0, 1.0):
-                y = b["Intercept"] + b["context"] * context + b["form"] * form + b["context × form"] * context * form
-                rows.append({"model": model, "context": "consistent" if context else "inconsistent",
-                             "form": "affirmative" if form else "negated", "predicted": y,
+    sel = coefs[(coefs["spec"] == spec) & (coefs["coding"] == "deviation")]
+    for model, g in sel.groupby("model", sort=False):
+        b = dict(zip(g["term"], g["estimate"]))
+        for c in (0.5, -0.5):
+            for f in (0.5, -0.5):
+                y = b["Intercept"] + b["context"] * c + b["form"] * f + b["context × form"] * c * f
+                rows.append({"model": model, "context": "consistent" if c > 0 else "inconsistent",
+                             "form": "affirmative" if f > 0 else "negated", "predicted": y,
                              "converged": bool(g["valid"].all())})
     return pd.DataFrame(rows)
+
+
+def records(coefs: pd.DataFrame, info: pd.DataFrame) -> list[dict]:
+    """Every coefficient as a ``summary.json`` record; ``test`` names the model and path, ``term`` says the coding."""
+    out = []
+    keyed = info.set_index(["model", "spec"])
+    for r in coefs.itertuples(index=False):
+        i = keyed.loc[(r.model, r.spec)]
+        note = "; ".join(x for x in (i["path"], f"random {i['random']}", i["steps"], r.note if isinstance(r.note, str) else "",
+                                     "Wald z (no Satterthwaite df): slightly liberal with few roots" if not i["satterthwaite"] else "")
+                         if x)
+        out.append(record(r.test, f"{r.term} [{r.coding}]", r.estimate, r.se, r.ci_low, r.ci_high, r.p, valid=bool(r.valid),
+                          note=note, model=r.model, spec=r.spec, coding=r.coding,
+                          df=None if not np.isfinite(r.df) else float(r.df), random=i["random"],
+                          headline=bool(r.term == "context × form" and r.coding == "deviation" and r.spec == "log_ppl")))
+    return out
 
 
 def cell_means(scores: pd.DataFrame) -> pd.DataFrame:

@@ -1,28 +1,18 @@
 """One call that turns a persona run's scores into tables, figures and summary.json."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from ... import artifacts, paths, studies
+from ... import artifacts, studies
 from ...engine.runs import excluded_notes, load_scores
 from . import plots, stats
 
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
 
 
-@dataclass
-class Analysis:
-    """Every table of a run's analysis, plus the files written."""
-
-    scores: pd.DataFrame
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
@@ -62,19 +52,10 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
 
 def write(a: Analysis, run_dir) -> list[Path]:
     """Tables as CSV + LaTeX, figures as PNG + PDF, summary.json."""
-    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
-    files = []
-    for name, t in a.tables.items():
-        files += artifacts.write_table(t, tdir / name, latex=name in LATEX_TABLES)
     figs = {"accuracy_by_persona": plots.accuracy_by_persona(a.tables["accuracy"]),
             "persona_bias": plots.persona_bias(a.tables["dif"]),
             "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
-    for name, fig in figs.items():
-        files += artifacts.save_figure(fig, fdir / name)
-        plt.close(fig)
-    files.append(artifacts.write_json(a.summary, paths.summary_path(run_dir)))
-    a.files = files
-    return files
+    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 
 def analyze_run(run_dir, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,

@@ -14,12 +14,12 @@ import string
 import zlib
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ... import artifacts, paths
+from .. import get
 from ...engine.choices import LETTERS
 from ...engine.spec import ChoiceItems
 
@@ -157,8 +157,10 @@ def _arithmetic(rng, k: int) -> tuple[str, int, list[int]]:
 
 
 def _quantifier(rng, k: int) -> tuple[str, str, list[str]]:
-    """An explicit quantifier question of study 1 ("Does Alice have more than 1/3 of the shells?"), Yes or No;
+    """An explicit quantifier question of study 1, in its own template and nouns (reached through the registry:
+    "There are 12 shells. Alice has 5 of the 12 shells. Does Alice have more than 1/3 of the shells?"), Yes or No;
     the true answer alternates with ``k`` (half Yes, half No), as do "more" and "less"."""
+    study1 = get("monotonicity").module("dataset")
     num, den = FRACTIONS[rng.integers(len(FRACTIONS))]
     total = int(rng.integers(6, 61))
     more, want = k % 4 < 2, k % 2 == 0
@@ -166,9 +168,8 @@ def _quantifier(rng, k: int) -> tuple[str, str, list[str]]:
         count = int(rng.integers(1, total))
         if count * den != num * total and ((count * den > num * total) if more else (count * den < num * total)) == want:
             break
-    thing = THINGS[rng.integers(len(THINGS))]
-    q = (f"There are {total} {thing}. Alice has {count} of the {total} {thing}. "
-         f"Does Alice have {'more' if more else 'less'} than {num}/{den} of the {thing}?")
+    nouns = study1.nouns()
+    q = study1.render_line(total, count, nouns[rng.integers(len(nouns))], f"{'more' if more else 'less'} than {num}/{den}", None)
     truth = (count * den > num * total) if more else (count * den < num * total)
     return q, "Yes" if truth else "No", ["No" if truth else "Yes"]
 
@@ -223,25 +224,49 @@ def generate_questions(n_questions: int = 100, logic_share: float = 0.5, seed: i
 
 # ---------------------------------------------------------------- a researcher's multiple-choice file
 
-def _options_of(value, where: str) -> list[str]:
+def _n_options(value) -> int | None:
+    """How many options the first row of a file lists (a list, a JSON list or ``a | b | c``), None if unreadable."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, str):
         s = value.strip()
-        if s.startswith("["):
-            try:
-                value = json.loads(s)
-            except ValueError:
-                raise ValueError(f"question_file: {where}: options {s[:60]!r} is not a JSON list") from None
-        else:
-            value = [o.strip() for o in s.split("|")]
-    if not isinstance(value, list) or len(value) < 2 or len(value) > len(LETTERS):
-        raise ValueError(f"question_file: {where}: options must be a list (JSONL), or 'a | b | c' / a JSON list (CSV), "
-                         f"of 2 to {len(LETTERS)} options, got {value!r}")
-    opts = [str(o).strip() for o in value]
-    if any(not o for o in opts) or len(set(opts)) != len(opts):
-        raise ValueError(f"question_file: {where}: options must be distinct and non-blank, got {opts!r}")
-    return opts
+        try:
+            value = json.loads(s) if s.startswith("[") else s.split("|")
+        except ValueError:
+            return None
+    return len(value) if isinstance(value, list) else None
+
+
+def load_questions(question_file) -> pd.DataFrame:
+    """Questions from a multiple-choice file in the custom-prompt format (CSV, TSV, JSONL or Parquet with columns
+    ``question``, ``options`` and ``answer``, optionally ``id`` and ``type``), e.g. GSM-MC or MathQA converted to that
+    shape. The file is read and checked by the custom study's loader (through the registry), so it accepts what
+    ``study: custom`` accepts: options as a list, a JSON list or ``a | b | c``; the answer as an option's text or its
+    letter. Every row must list the same number of options (as the custom loader's ``choices`` requires)."""
+    custom = get("custom").module("dataset")
+    try:
+        raw = custom.read_table(question_file)
+        missing = [c for c in ("question", "options", "answer") if c not in raw.frame.columns]
+        if missing:
+            raise ValueError(f"data_file: {raw.path.name} needs the columns question, options, answer; missing {missing} "
+                             f"(has {list(raw.frame.columns)})")
+        k = _n_options(raw.frame["options"].iloc[0])
+        if k is None or not 2 <= k <= len(LETTERS):
+            raise ValueError(f"data_file: {raw.path.name} row 1 (column 'options'): must list 2 to {len(LETTERS)} "
+                             f"options as a JSON list or 'a | b | c', got {raw.frame['options'].iloc[0]!r}")
+        columns = {"prompt": "question", "choices": "options", "answer": "answer"}
+        if "id" in raw.frame.columns:
+            columns["item_id"] = "id"
+        items = custom.load_items(raw.path, columns=columns, choices=k, option_format="letters")
+    except ValueError as err:
+        msg = str(err)
+        raise ValueError("question_file: " + (msg.removeprefix("data_file: ") if msg.startswith("data_file: ") else msg)) from None
+    qtype = items["type"].map(_cell) if "type" in items.columns else pd.Series("", index=items.index)
+    return pd.DataFrame({"question_id": items["item_id"].str.replace(r"^row-", "q_", regex=True).to_numpy(),
+                         "question_type": [t or "file" for t in qtype],
+                         "question": items["prompt"].to_numpy(),
+                         "options": [json.loads(o) for o in items["options"]],
+                         "answer": items["answer_text"].to_numpy(), "source": raw.path.name})
 
 
 def _cell(value) -> str:
@@ -249,56 +274,6 @@ def _cell(value) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return ""
     return str(value).strip()
-
-
-def load_questions(question_file) -> pd.DataFrame:
-    """Questions from a JSONL or CSV file with columns ``question``, ``options``, ``answer`` (and optionally ``id``,
-    ``type``), e.g. GSM-MC or MathQA converted to that shape. ``answer`` is an option's text or its letter."""
-    if not isinstance(question_file, (str, Path)) or not str(question_file).strip():
-        raise ValueError(f"question_file: must be the path of a .jsonl or .csv file, got {question_file!r}")
-    path = paths.resolve(question_file)
-    if not path.is_file():
-        raise ValueError(f"question_file: {path} does not exist")
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    raise ValueError(f"question_file: {path.name} line {n} is not valid JSON") from None
-        frame = pd.DataFrame(rows)
-    elif suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    else:
-        raise ValueError(f"question_file: {path.name} must end in .jsonl or .csv, got {suffix!r}")
-    missing = [c for c in ("question", "options", "answer") if c not in frame.columns]
-    if len(frame) == 0 or missing:
-        raise ValueError(f"question_file: {path.name} needs rows with columns question, options, answer; "
-                         f"missing {missing or 'rows'} (has {list(frame.columns)})")
-    out = []
-    for i, r in enumerate(frame.to_dict("records")):
-        where = f"{path.name} row {i + 1}"
-        q = str(r["question"]).strip()
-        if not q:
-            raise ValueError(f"question_file: {where}: the question is blank")
-        opts = _options_of(r["options"], where)
-        ans = str(r["answer"]).strip()
-        if ans in opts:
-            gold = ans
-        elif len(ans) == 1 and ans.upper() in LETTERS[: len(opts)]:
-            gold = opts[LETTERS.index(ans.upper())]
-        else:
-            raise ValueError(f"question_file: {where}: answer {ans!r} is neither one of the options {opts} nor a "
-                             f"letter {list(LETTERS[: len(opts)])}")
-        qid = _cell(r.get("id")) or f"q_{i:05d}"
-        out.append({"question_id": qid, "question_type": _cell(r.get("type")) or "file",
-                    "question": q, "options": opts, "answer": gold, "source": path.name})
-    df = pd.DataFrame(out)
-    if df["question_id"].duplicated().any():
-        raise ValueError(f"question_file: {path.name} repeats the id {df.loc[df['question_id'].duplicated(), 'question_id'].iloc[0]!r}")
-    return df
 
 
 # ---------------------------------------------------------------- the paired dataset

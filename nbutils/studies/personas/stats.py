@@ -17,7 +17,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...artifacts import json_clean
-from ...stats import holm, stars, wilson
+from ...stats import holm, record, stars, wilson
 
 BASELINE = "baseline"
 NULL_KINDS = ("null_random", "null_word")
@@ -216,36 +216,43 @@ def accuracy_vs_dif(models: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- summary records
 
-def _rec(model, test, persona, estimate, ci=None, p=None, valid=True, note="") -> dict:
-    return {"model": model, "test": test, "persona": persona, "estimate": estimate,
-            "ci": list(ci) if ci is not None else None, "p": p, "valid": bool(valid), "note": note}
+def _rec(model, test, persona, estimate, ci=None, p=None, valid=True, note="", kind=None, **extra) -> dict:
+    """One record in the shared ``summary.json`` format (``nbutils.stats.record``): ``term`` is the persona,
+    ``condition`` its kind, and ``model`` the model the result belongs to."""
+    lo, hi = ci if ci is not None else (None, None)
+    return record(test, persona, estimate, None, lo, hi, p, valid=bool(valid), note=note, condition=kind, model=model,
+                  **extra)
 
 
 def summary_records(t: dict[str, pd.DataFrame]) -> list[dict]:
-    """The headline results as flat records (model, test, persona, estimate, ci, p, valid, note)."""
+    """The headline results as ``nbutils.stats.record`` rows (test, condition = persona kind, term = persona,
+    estimate, se, ci_low, ci_high, p, valid, note) plus ``model``."""
     out = []
     for r in t["accuracy"].itertuples(index=False):
         out.append(_rec(r.model, "accuracy", r.persona_id, r.accuracy, (r.ci_low, r.ci_high), None, r.n > 0,
-                        f"{r.persona_kind}; n={r.n}; 95% Wilson CI"))
+                        f"{r.persona_kind}; n={r.n}; 95% Wilson CI", r.persona_kind, n=r.n))
     for r in t["dif"].itertuples(index=False):
         out.append(_rec(r.model, "dif", r.persona_id, r.dif, None, None, not r.unstable,
                         f"{r.persona_kind}; ratio |Ci⊕Cb|/|Ci∩Cb| = {r.ratio:.3f} ({r.sym_diff}/{r.both}); "
-                        "DIF = 1/(1+ratio)" + (f"; {r.note}" if r.note else "")))
+                        "DIF = 1/(1+ratio)" + (f"; {r.note}" if r.note else ""), r.persona_kind,
+                        ratio=r.ratio, both=r.both, sym_diff=r.sym_diff))
         out.append(_rec(r.model, "mcnemar_vs_baseline", r.persona_id, r.acc_diff, None, r.p_holm, True,
                         f"{r.persona_kind}; accuracy persona − baseline; exact McNemar on {r.only_persona} vs "
-                        f"{r.only_baseline} discordant questions; Holm within model and persona kind (raw p={r.p_mcnemar:.4g})"))
+                        f"{r.only_baseline} discordant questions; Holm within model and persona kind (raw p={r.p_mcnemar:.4g})",
+                        r.persona_kind, p_raw=r.p_mcnemar))
     for r in t["null_comparison"].itertuples(index=False):
         what = f"bias (1 − DIF) real − {r.null_kind}; {r.n_real} real vs {r.n_null} null personas; {r.alternative}"
         out.append(_rec(r.model, f"welch_real_vs_{r.null_kind}", "(real)", r.estimate, (r.ci_low, r.ci_high),
-                        r.p_welch, r.valid, f"{what}; Welch t-test, 95% CI" + (f"; {r.note}" if r.note else "")))
+                        r.p_welch, r.valid, f"{what}; Welch t-test, 95% CI" + (f"; {r.note}" if r.note else ""), "real",
+                        statistic=r.t, df=r.df))
         out.append(_rec(r.model, f"permutation_real_vs_{r.null_kind}", "(real)", r.estimate, None, r.p_permutation,
-                        r.valid, f"{what}; permutation test over persona labels" + (f"; {r.note}" if r.note else "")))
+                        r.valid, f"{what}; permutation test over persona labels" + (f"; {r.note}" if r.note else ""), "real"))
     for r in t["models"].itertuples(index=False):
         out.append(_rec(r.model, "dif_score", "(real)", r.dif_real, None, None, True,
                         f"mean DIF over real personas; baseline accuracy {r.baseline_accuracy:.3f}; "
-                        f"{r.n_unstable_real} unstable ratio(s)"))
+                        f"{r.n_unstable_real} unstable ratio(s)", "real"))
     for r in t["accuracy_vs_dif"].itertuples(index=False):
         out.append(_rec("(all)", "dif_vs_accuracy_regression", "(real)", r.slope,
                         (r.slope_ci_low, r.slope_ci_high) if r.valid else None, r.p, r.valid,
-                        (f"R² = {r.r2:.3f}; " if r.valid else "") + r.note))
+                        (f"R² = {r.r2:.3f}; " if r.valid else "") + r.note, "real", r2=r.r2))
     return json_clean(out)

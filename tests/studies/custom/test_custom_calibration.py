@@ -66,6 +66,7 @@ def test_group_tests_hold_alpha_when_groups_do_not_differ(paired):
         assert rate <= bound(n), f"{test} rejected {rate:.3f} of {n} true nulls"
 
 
+@pytest.mark.slow  # ~10 s
 def test_group_tests_find_a_planted_group_effect():
     rng = np.random.default_rng(5)
     found = {"mcnemar_exact": [], "gee_wald": [], "cochran_q": []}
@@ -79,6 +80,7 @@ def test_group_tests_find_a_planted_group_effect():
         assert np.mean(v) > 0.8, f"{t}: power {np.mean(v):.2f} against a log-odds shift of 2"
 
 
+@pytest.mark.slow  # ~100 s: simulated guessing models
 def test_accuracy_against_chance_holds_alpha_for_a_guessing_model():
     rng = np.random.default_rng(8)
     p = []

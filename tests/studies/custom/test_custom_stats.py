@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from nbutils.stats import holm
+from nbutils.stats import RECORD_KEYS, holm
 from nbutils.studies.custom import analysis, stats
 
 
@@ -100,7 +100,8 @@ def test_compute_writes_summary_records_with_the_agreed_fields(tmp_path):
     df["label"] = df["answer"] == "Yes"
     a = analysis.compute(df, n_boot=100)
     recs = a.summary["records"]
-    assert all(set(r) == {"model", "test", "group", "estimate", "ci_low", "ci_high", "p", "note"} for r in recs)
+    assert all(set(r) == set(RECORD_KEYS) | {"model", "group"} for r in recs)
+    assert all(r["term"] == r["group"] for r in recs)
     tests = {r["test"] for r in recs}
     assert {"accuracy_vs_chance", "group_contrast", "gee_logit", "d_prime", "margin_auc", "monotonicity_gap"} <= tests
     gap = next(r for r in recs if r["test"] == "monotonicity_gap")

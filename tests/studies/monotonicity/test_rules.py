@@ -161,10 +161,11 @@ def test_exact_stratified_test_is_fisher_for_one_stratum_and_adds_up_strata():
     assert rules.exact_stratified_p([(9, 12, 3, 10), (3, 12, 9, 10)]) > 0.3
 
 
+@pytest.mark.slow  # ~10 s: the whole analysis and its figures
 def test_analysis_writes_rule_tables_figure_and_summary(prompts, tmp_path):
     scores = pd.concat([answered(prompts, "mirror-bot", mirror_answers(prompts)),
                         answered(prompts, "oracle", prompts["label"])], ignore_index=True)
-    a = analysis.compute(scores, n_boot=50, rules_k=3)
+    a = analysis.compute(scores, n_boot=50, rules_k=3, use_r=False)  # the GLMM is tested elsewhere
     assert {"rules", "best_rule", "mirror_test"} <= set(a.tables)
     assert (a.tables["rules"]["k"] == 3).all()
     files = analysis.write(a, tmp_path)

@@ -5,6 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scipy import stats as sps
+
+from nbutils.stats import RECORD_KEYS, holm, sign_flip_test
 from nbutils.studies.monotonicity import analysis, stats
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
@@ -28,26 +31,45 @@ def simulate(prompts: pd.DataFrame, model: str, p_up: float, p_down: float, p_ex
 
 
 def test_planted_gap_is_detected_and_shrinks_when_explicit(prompts):
-    a = analysis.compute(simulate(prompts, "biased", 0.85, 0.55, 0.85, seed=1), n_boot=300)
+    a = analysis.compute(simulate(prompts, "biased", 0.85, 0.55, 0.85, seed=1), n_boot=300, use_r=False)
     g = a.tables["gap_pooled"].set_index("condition")
     cl = g.loc["concept_learning"]
     assert 0.2 < cl["gap"] < 0.4 and cl["gap_ci_low"] > 0 and cl["p_cmh"] < 1e-6
+    assert cl["or_mh_ci_low"] > 2 and cl["log_or_ci_low"] > 0.5 and cl["p_breslow_day"] > 0.05
+    assert cl["p_signflip"] == pytest.approx(0.25), "3 thresholds, all positive: the smallest exact p is 2/2^3"
     assert g.loc["explicit", "p_cmh"] > 0.01 and g.loc["explicit", "gap_ci_low"] < 0 < g.loc["explicit", "gap_ci_high"]
-    mm = a.tables["mixed_model"].set_index("term")
-    assert mm.loc["upward", "ci_low"] > 0 and mm.loc["upward", "gee_p"] < 1e-6
-    assert mm.loc["upward:explicit", "ci_high"] < 0, "the gap shrinks when the concept is explicit"
+    mm = a.tables["mixed_model"]
+    assert set(mm["test"]) == {"gee_bias_reduced"} and mm["headline"].all() and mm["valid"].all()
+    gee = mm.set_index(["term", "condition"], drop=False)
+    up = gee.loc[("upward", "concept_learning")]
+    assert up["ci_low"] > 0 and up["p"] < 0.01 and up["df"] == 2, "t with K − 1 = 2 degrees of freedom"
+    assert up["p"] == pytest.approx(2 * sps.t.sf(up["estimate"] / up["se"], 2))
+    inter = mm[mm["term"] == "upward:explicit"].iloc[0]
+    assert inter["ci_high"] < 0, "the gap shrinks when the concept is explicit"
+    ex = gee.loc[("upward", "explicit")]
+    assert ex["ci_low"] < 0 < ex["ci_high"] and ex["estimate"] == pytest.approx(up["estimate"] + inter["estimate"])
+    diff = a.tables["gap_difference"].iloc[0]
+    assert diff["log_or_cl_minus_explicit"] > 1 and diff["ci_low"] > 0
     s = a.summary["biased"]["conditions"]["concept_learning"]
     assert s["gap"] == pytest.approx(cl["gap"]) and s["p_cmh"] < 1e-6
+    assert a.summary["biased"]["mixed_model"]["test"] == "gee_bias_reduced"
     fisher = a.tables["gap_by_threshold"]
     assert len(fisher[fisher.condition == "concept_learning"]) == 3 and (fisher["p_fisher"] <= 1).all()
+    assert (fisher["p_holm"] >= fisher["p_fisher"] - 1e-12).all()
+    for (_, _), f in fisher.groupby(["model", "condition"]):
+        assert np.allclose(f["p_holm"], holm(f["p_fisher"]))
 
 
 def test_zero_gap_is_not_detected(prompts):
-    a = analysis.compute(simulate(prompts, "fair", 0.7, 0.7, 0.7, seed=2), n_boot=300)
+    a = analysis.compute(simulate(prompts, "fair", 0.7, 0.7, 0.7, seed=2), n_boot=300, use_r=False)
     for r in a.tables["gap_pooled"].itertuples():
-        assert r.gap_ci_low < 0 < r.gap_ci_high and r.p_cmh > 0.05
+        # (the cluster bootstrap's percentile CI over 3 thresholds is too narrow to test with: see calibration.json)
+        assert r.p_signflip > 0.05 and r.p_cmh > 0.05 and r.log_or_ci_low < 0 < r.log_or_ci_high
+    gee = a.tables["mixed_model"]
+    assert (gee["p"] > 0.05).all() and (gee["ci_low"] < 0).all() and (gee["ci_high"] > 0).all()
 
 
+@pytest.mark.slow  # ~6 s
 def test_pure_yes_bias_has_no_discrimination(prompts):
     d = prompts.assign(model="yes-sayer", pred_yes=True)
     d = d.assign(correct=d["label"], margin=1.0)
@@ -92,16 +114,26 @@ def test_degenerate_inputs_do_not_crash(prompts, case):
         d = d[d.monotonicity == "upward"]
     else:
         d = d.assign(correct=True, pred_yes=d["label"])
-    a = analysis.compute(d, n_boot=50)
-    assert len(a.tables["accuracy"]) > 0
+    a = analysis.compute(d, n_boot=50, use_r=False)
+    acc = a.tables["accuracy"]
+    assert len(acc) == d.groupby(["condition", "concept"]).ngroups and acc["n"].sum() == len(d)
+    recs = a.summary["records"]
+    assert recs and all(tuple(r)[:len(RECORD_KEYS)] == RECORD_KEYS for r in recs)
     if case == "only_upward":
         assert a.tables["gap_pooled"].empty and any("no gap" in n for n in a.notes)
+        assert list(a.tables["mixed_model"]["term"]) == ["explicit"], "only the condition can be compared"
     if case == "one_model_one_threshold":
         assert any("one threshold" in n for n in a.notes)
+        one = [r for r in recs if r["test"] in ("signflip_gap", "cluster_bootstrap", "gee_bias_reduced")]
+        assert one and not any(r["valid"] for r in one), "nothing generalises beyond a single threshold"
     if case == "missing_condition":
         assert any("only one condition" in n for n in a.notes) and a.tables["mcnemar"].empty
+        assert a.tables["gap_difference"].empty
+        gee = a.tables["mixed_model"]
+        assert list(gee["term"]) == ["upward"] and list(gee["condition"]) == ["concept_learning"]
     if case == "perfect":
         assert any("no model fitted" in n for n in a.notes)
+        assert (a.tables["gap_pooled"]["gap"] == 0).all() and (a.tables["gap_pooled"]["p_signflip"] == 1).all()
 
 
 def test_many_models_get_holm_across_models(prompts):
@@ -119,3 +151,88 @@ def test_false_positive_rate_near_five_percent(prompts):
                   for s in range(200)]
     rate = float(np.mean(rejections))
     assert 0.01 <= rate <= 0.10, rate
+
+
+def test_sign_flip_is_exact_for_few_thresholds_and_seeded_monte_carlo_for_many():
+    import itertools
+
+    x = np.array([0.3, 1.2, -0.4, 0.8, 0.5, 0.9, -0.1])
+    brute = np.mean([abs(np.mean(np.array(s) * x)) >= abs(x.mean()) - 1e-12
+                     for s in itertools.product([-1, 1], repeat=len(x))])
+    p, exact = sign_flip_test(x)
+    assert exact and p == pytest.approx(brute)
+    assert sign_flip_test([1.0, 2.0, 3.0]) == (pytest.approx(0.25), True)
+    p_mc, exact_mc = sign_flip_test(x, exact_max=0, n_mc=40000, seed=1)
+    assert not exact_mc and p_mc == pytest.approx(brute, abs=0.01)
+    assert sign_flip_test(x, exact_max=0, seed=3) == sign_flip_test(x, exact_max=0, seed=3), "seeded"
+    p20, _ = sign_flip_test(np.ones(20), n_mc=5000)
+    assert p20 == pytest.approx(1 / 5001, rel=0.5)
+
+
+def test_cmh_has_no_continuity_correction_and_reports_the_mantel_haenszel_odds_ratio(prompts):
+    d = simulate(prompts[prompts.condition == "concept_learning"], "m", 0.75, 0.65, 0.7, seed=5)
+    r = stats.pooled_gap(d, n_boot=50).iloc[0]
+    cells = stats.threshold_cells(d)
+    a, b = cells["k_up"].to_numpy(float), (cells["n_up"] - cells["k_up"]).to_numpy(float)
+    c, dd = cells["k_down"].to_numpy(float), (cells["n_down"] - cells["k_down"]).to_numpy(float)
+    n = a + b + c + dd
+    expected = (a + b) * (a + c) / n
+    var = (a + b) * (c + dd) * (a + c) * (b + dd) / (n**2 * (n - 1))
+    chi2 = (a - expected).sum() ** 2 / var.sum()  # textbook CMH, no −0.5, no added 0.5 per cell
+    assert r["p_cmh"] == pytest.approx(sps.chi2.sf(chi2, 1), rel=1e-9)
+    assert r["or_mh"] == pytest.approx((a * dd / n).sum() / (b * c / n).sum(), rel=1e-12)
+    assert r["or_mh_ci_low"] < r["or_mh"] < r["or_mh_ci_high"] and 0 <= r["p_breslow_day"] <= 1
+    rec = next(x for x in stats.records({"gap_pooled": stats.pooled_gap(d, n_boot=50)}) if x["test"] == "cmh")
+    assert rec["note"].startswith("fixed-threshold test (these thresholds only)")
+    assert rec["estimate"] == pytest.approx(np.log(r["or_mh"])) and rec["p"] == pytest.approx(r["p_cmh"])
+
+
+def test_cluster_bootstrap_resamples_thresholds_not_prompts(prompts):
+    """Every threshold with exactly the same counts: resampling thresholds cannot move the gap, so the CI has zero
+    width (resampling prompts within thresholds would give it width)."""
+    d = prompts[prompts.condition == "concept_learning"].copy()
+    d["correct"] = np.where(d["monotonicity"] == "upward", d.groupby("concept").cumcount() % 4 != 0,
+                            d.groupby("concept").cumcount() % 2 == 0)
+    d = d.assign(model="m", pred_yes=np.where(d["correct"], d["label"], ~d["label"]))
+    r = stats.pooled_gap(d, n_boot=500).iloc[0]
+    assert r["gap"] == pytest.approx(0.25) and r["gap_ci_low"] == pytest.approx(0.25) and r["gap_ci_high"] == pytest.approx(0.25)
+
+
+def test_mcnemar_family_gets_holm(prompts):
+    d = simulate(prompts, "m", 0.8, 0.6, 0.7, seed=6)
+    mc = stats.mcnemar_conditions(d)
+    assert np.allclose(mc["p_holm"], holm(mc["p_mcnemar"])) and (mc["p_holm"] >= mc["p_mcnemar"]).all()
+
+
+@pytest.fixture(scope="module")
+def six_thresholds() -> pd.DataFrame:
+    concepts = [f"{q} than {t}" for t in ("1/2", "1/3", "2/3", "1/4", "3/4", "1/5") for q in ("more", "less")]
+    return generate_prompts(concepts, prompts_per_concept=60, n_examples=20, seed=12)
+
+
+def test_dprime_gap_has_threshold_level_inference(six_thresholds):
+    d = simulate(six_thresholds, "m", 0.9, 0.6, 0.75, seed=7)
+    dg = stats.dprime_gap(stats.signal_detection(d)).set_index("condition")
+    cl, ex = dg.loc["concept_learning"], dg.loc["explicit"]
+    assert cl["n_thresholds"] == 6 and cl["dprime_gap_matched"] > 0.5 and cl["ci_low"] > 0
+    assert cl["p_signflip"] == pytest.approx(2 / 64), "all six threshold differences positive: exact p = 2/2^6"
+    assert ex["p_signflip"] > 0.05 and ex["ci_low"] < 0 < ex["ci_high"]
+    assert 0 < cl["se_delta"] < 1
+    gap = stats.pooled_gap(d, n_boot=200).set_index("condition")
+    assert gap.loc["concept_learning", "p_signflip"] == pytest.approx(2 / 64)
+
+
+def test_without_r_the_gee_is_the_headline(six_thresholds, monkeypatch):
+    monkeypatch.setenv("NB_RSCRIPT", "none")
+    d = simulate(six_thresholds, "m", 0.85, 0.6, 0.85, seed=8)
+    a = analysis.compute(d, n_boot=100)
+    mm = a.tables["mixed_model"]
+    assert set(mm["test"]) == {"gee_bias_reduced"} and mm["headline"].all()
+    assert any("R with lme4 not found" in n for n in a.notes)
+    recs = a.summary["records"]
+    assert {"gee_bias_reduced", "signflip_gap", "cluster_bootstrap", "cmh", "breslow_day", "signflip_gap_difference",
+            "fisher", "mcnemar", "binomial", "signflip_dprime_gap"} == {r["test"] for r in recs}
+    head = [r for r in recs if r.get("headline")]
+    assert {(r["term"], r["condition"]) for r in head} == {("upward", "concept_learning"), ("upward", "explicit"),
+                                                           ("explicit", None), ("upward:explicit", None)}
+    assert all(r["valid"] and r["df"] == 5 for r in head)

@@ -180,28 +180,32 @@ def test_the_dataset_file_is_deterministic_and_limit_keeps_every_persona(tmp_pat
 
 
 def test_a_researchers_jsonl_and_csv_files_load(tmp_path):
-    rows = [{"question": "What is 2 + 2?", "options": ["3", "4", "5", "22"], "answer": "4", "id": "gsm1"},
-            {"question": "Which is prime?", "options": ["4", "6", "7", "9"], "answer": "C"}]
+    rows = [{"question": "What is 2 + 2?", "options": ["3", "4", "5", "22"], "answer": "4", "id": "gsm1", "type": "sum"},
+            {"question": "Which is prime?", "options": ["4", "6", "7", "9"], "answer": "C", "id": "gsm2"}]
     j = tmp_path / "mc.jsonl"
     j.write_text("".join(json.dumps(r) + "\n" for r in rows))
     q = dataset.load_questions(j)
-    assert q["question_id"].tolist() == ["gsm1", "q_00001"] and q["answer"].tolist() == ["4", "7"]
+    assert q["question_id"].tolist() == ["gsm1", "gsm2"] and q["answer"].tolist() == ["4", "7"]
+    assert q["question_type"].tolist() == ["sum", "file"] and q["source"].eq("mc.jsonl").all()
     c = tmp_path / "mc.csv"
     pd.DataFrame({"question": [r["question"] for r in rows], "options": ["3 | 4 | 5 | 22", '["4", "6", "7", "9"]'],
                   "answer": ["4", "c"]}).to_csv(c, index=False)
     qc = dataset.load_questions(c)
     assert qc["options"].tolist() == [["3", "4", "5", "22"], ["4", "6", "7", "9"]] and qc["answer"].tolist() == ["4", "7"]
+    assert qc["question_id"].tolist() == ["q_00001", "q_00002"]  # the custom loader's row numbers (1-based)
     df = dataset.make_dataset(question_file=str(c), n_null_personas=1)
-    assert df["question_id"].nunique() == 2 and df.loc[df["question_id"] == "q_00001", "gold"].eq("C").all()
+    assert df["question_id"].nunique() == 2 and df.loc[df["question_id"] == "q_00002", "gold"].eq("C").all()
     assert df["text"].iloc[0] == "What is 2 + 2?\n\nA. 3\nB. 4\nC. 5\nD. 22\nAnswer with the letter of the correct option."
 
 
 @pytest.mark.parametrize("content, match", [
-    ('{"question": "Q?", "options": ["a", "b"], "answer": "z"}\n', r"row 1: answer 'z' is neither one of the options"),
-    ('{"question": "Q?", "options": ["a"], "answer": "a"}\n', r"row 1: options must be a list"),
-    ('{"question": "Q?", "options": ["a", "a"], "answer": "a"}\n', r"row 1: options must be distinct"),
-    ('{"question": "Q?", "answer": "a"}\n', r"needs rows with columns question, options, answer; missing \['options'\]"),
-    ('{"question": "Q?", "options": ["a", "b"], "answer": "a"}\nnot json\n', r"line 2 is not valid JSON"),
+    ('{"question": "Q?", "options": ["a", "b"], "answer": "z"}\n', r"row 1 \(line 1\) \(column 'answer'\): answers 'z' match none"),
+    ('{"question": "Q?", "options": ["a"], "answer": "a"}\n', r"row 1 \(column 'options'\): must list 2 to 10 options"),
+    ('{"question": "Q?", "options": ["a", "a"], "answer": "a"}\n', r"row 1 \(line 1\) \(column 'options'\): .*"),
+    ('{"question": "Q?", "options": ["a", "b"], "answer": "a"}\n{"question": "R?", "options": ["a", "b", "c"], "answer": "a"}\n',
+     r"row 2 \(line 2\) \(column 'options'\): hold 3 option\(s\); choices declares 2 per row"),
+    ('{"question": "Q?", "answer": "a"}\n', r"needs the columns question, options, answer; missing \['options'\]"),
+    ('{"question": "Q?", "options": ["a", "b"], "answer": "a"}\nnot json\n', r"line 2"),
 ])
 def test_bad_question_files_get_one_clear_error(tmp_path, content, match):
     f = tmp_path / "bad.jsonl"
@@ -210,6 +214,6 @@ def test_bad_question_files_get_one_clear_error(tmp_path, content, match):
         dataset.load_questions(f)
     with pytest.raises(ValueError, match=r"^question_file: .* does not exist"):
         dataset.load_questions(tmp_path / "missing.jsonl")
-    with pytest.raises(ValueError, match=r"^question_file: .* must end in .jsonl or .csv"):
+    with pytest.raises(ValueError, match=r"^question_file: x.txt has the extension '.txt'"):
         (tmp_path / "x.txt").write_text("q")
         dataset.load_questions(tmp_path / "x.txt")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nbutils import studies
-from nbutils.engine.choices import naive_answer_logprobs, render_chat
+from nbutils.engine.choices import build_requests, naive_answer_logprobs, render_chat
 from nbutils.engine.models import load_model
 from nbutils.engine.runs import read_dataset, score_run
 from nbutils.studies.personas import dataset
@@ -52,8 +52,12 @@ def test_scores_equal_the_naive_reference(small_run, lm, chat_template, tmp_path
     best = [data["scored"].iloc[k][int(np.argmax(r))] for k, r in enumerate(ref)]
     assert scores["choice"].tolist() == best
     assert (scores["correct"] == (scores["choice"] == data["gold"])).all()
-    assert meta["used_chat_template"] == (chat_template == "always") and meta["single_forward_pass"]
-    assert meta["system_in_user_turn"] is False
+    assert meta["used_chat_template"] == (chat_template == "always") and meta["system_in_user_turn"] is False
+    # One forward pass per prompt is a property of the tokenizer, not of the study: the chat path scores bare
+    # letters ("A"), one token each; the base path scores " A", which this tiny tokenizer splits into "Ġ" + "A",
+    # so `never` exercises the engine's multi-token path (prefill once, score each option from the cache).
+    req = build_requests(lm.tokenizer, data["text"].tolist(), chat_template, [tuple(s) for s in data["scored"]])
+    assert meta["single_forward_pass"] == req.single_token == (chat_template == "always")
 
 
 def test_the_persona_changes_the_prompt_only_through_the_system_turn(lm):

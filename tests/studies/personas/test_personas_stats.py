@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 from statsmodels.stats.proportion import proportion_confint
 
+from nbutils.stats import RECORD_KEYS
 from nbutils.studies.personas import analysis, stats
 
 N_REAL, N_NULL = 22, 20
@@ -127,7 +128,9 @@ def test_tables_on_a_planted_persona_effect():
     recs = pd.DataFrame(a.summary["records"])
     assert {"accuracy", "dif", "mcnemar_vs_baseline", "welch_real_vs_null_random", "permutation_real_vs_null_word",
             "dif_score", "dif_vs_accuracy_regression"} <= set(recs["test"])
-    assert list(recs.columns) == ["model", "test", "persona", "estimate", "ci", "p", "valid", "note"]
+    assert list(recs.columns[:len(RECORD_KEYS) + 1]) == [*RECORD_KEYS, "model"]  # the shared summary.json format
+    welch = recs[recs["test"] == "welch_real_vs_null_random"].iloc[0]
+    assert welch["p"] == pytest.approx(nc.loc["null_random", "p_welch"]) and welch["ci_low"] < welch["estimate"]
     assert not recs.loc[recs["test"] == "dif_vs_accuracy_regression", "valid"].iloc[0]
 
 

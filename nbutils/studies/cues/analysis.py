@@ -1,0 +1,251 @@
+"""Cue profiling of any labeled run (seed 004, ICQ): which surface features skew the labels, and does a model use them.
+
+Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
+files) through that study's registry record, so it runs on a custom prompt file, the personas questions or study 1's
+prompts alike. Instances are built from the record's ``choice_items``:
+
+- a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
+  chosen option; features of the prompt text (for study 1, of the query line, plus the prompts' structural cues);
+- options that differ per row (multiple choice with the answers spelled out): as the seed, each k-way item becomes k
+  instances (premise = the prompt, hypothesis = one option), label ``correct``/``incorrect``, prediction = whether the
+  model chose that option; features of the option, ``OVERLAP`` against the prompt. An item's k instances share a split.
+
+Outputs in the run: ``tables/cues.csv`` (every feature × label), ``tables/cue_accuracy_test.csv``,
+``tables/cue_distribution_test.csv``, figures ``cues_top`` and ``cues_distribution``, and records appended to
+``summary.json`` (earlier cue records replaced, the study's own records kept).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ... import artifacts, paths
+from ...engine import runs
+from ...stats import record
+from .. import for_run, get
+from . import features as feats
+from . import plots, stats
+
+CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue_used")
+
+
+@dataclass
+class Profile:
+    """A run's cue profile: instances with their features, the tables, notes and the files written."""
+
+    instances: pd.DataFrame
+    features: pd.DataFrame
+    study: str
+    mode: str
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    records: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def _column(data: pd.DataFrame, name: str | None, param: str, path) -> pd.Series | None:
+    if name is None:
+        return None
+    if name not in data.columns:
+        raise ValueError(f"{param}: {path} has no column {name!r}; columns: {list(data.columns)}")
+    return data[name]
+
+
+def _study1_features(data: pd.DataFrame, text: pd.Series, nearest_k: int) -> pd.DataFrame | None:
+    """Last example's label, majority of the ``nearest_k`` examples nearest the query, the query's noun — from study 1's
+    own rule code (reached through the registry) when the frame is a study-1 prompt frame, else parsed from the text."""
+    cols = {"prompt_id", "concept", "n_examples", "query_total", "query_count", "text"}
+    if cols <= set(data.columns):
+        pred = get("monotonicity").module("rules").predict(data, k=nearest_k)
+        wide = pred.pivot(index="prompt_id", columns="rule", values="answer").reindex(data["prompt_id"])
+        yn = {True: "Yes", False: "No"}
+        p = pd.DataFrame({"last": wide["last_label"].map(yn).to_numpy(), "nearest": wide["knn_majority"].map(yn).to_numpy(),
+                          "noun": data.get("query_noun", pd.Series(index=data.index, dtype=object)).to_numpy()},
+                         index=data.index)
+        parts = [pd.get_dummies(p["last"], prefix="LAST_LABEL", prefix_sep=":"),
+                 pd.get_dummies(p["nearest"], prefix="NEAREST_MAJORITY", prefix_sep=":")]
+        if p["noun"].notna().all():
+            parts.append(pd.get_dummies(p["noun"], prefix="QUERY_NOUN", prefix_sep=":"))
+        return pd.concat(parts, axis=1).astype(bool)
+    return feats.few_shot_features(text, nearest_k=nearest_k)
+
+
+def build(run_dir, study: str | None = None, text_column: str | None = None, premise_column: str | None = None,
+          split_column: str = "split", train_fraction: float = 0.5, seed: int = 0, bigrams: bool = False,
+          nearest_k: int = 5, use_spacy: bool = True) -> Profile:
+    """Instances (id, item, text, premise, label, split), their boolean features, and notes, for the run's dataset."""
+    rec = get(study) if study else for_run(run_dir)
+    if rec.scorer != "choices":
+        raise ValueError(f"study: cue profiling needs labeled answer options; {rec.name!r} scores sentences "
+                         "(no labels to profile)")
+    spec = rec.spec
+    data, dpath = runs.read_dataset(run_dir, spec)
+    items = spec.choice_items(data)
+    if items.gold is None:
+        raise ValueError(f"run_dir: {dpath} has no gold answers; cue profiling needs labels")
+    notes: list[str] = []
+    text = _column(data, text_column or rec.text_column, "text_column", dpath).astype(str)
+    premise = _column(data, premise_column, "premise_column", dpath)
+    given_split = data[split_column] if split_column and split_column in data.columns else None
+    ids = data[spec.id_column].to_numpy()
+    # rows the study keeps together (study 1's pair seen in two conditions, a personas question under every persona)
+    # share a split, so the same example never sits in both R and S
+    unit_col = rec.limit_unit if rec.limit_unit and rec.limit_unit in data.columns else spec.id_column
+    units = data[unit_col].astype(str).to_numpy()
+    fixed = not isinstance(items.options, list)
+    struct = None
+    if fixed:
+        mode = "classification"
+        parsed = [feats.parse_few_shot(t) for t in text]
+        if all(p is not None for p in parsed) and len(parsed):
+            struct = _study1_features(data, text, nearest_k)
+            hyp = pd.Series([t.strip().splitlines()[-1] for t in text], index=data.index)
+            notes.append("few-shot prompts (study 1's format): text features of the query line; structural cues "
+                         f"LAST_LABEL, NEAREST_MAJORITY (k={nearest_k}), QUERY_NOUN")
+        else:
+            hyp = text
+        inst = pd.DataFrame({"instance": ids, "item": ids, "unit": units, "option": None, "text": hyp.to_numpy(),
+                             "premise": None if premise is None else premise.astype(str).to_numpy(),
+                             "label": [str(g) for g in items.gold]}, index=pd.RangeIndex(len(data)))
+        split_src = given_split
+    else:
+        mode = "multiple_choice"
+        rows = []
+        for i, (opts, gold) in enumerate(zip(items.options, items.gold)):
+            for k, o in enumerate(opts):
+                rows.append({"instance": f"{ids[i]}::{k}", "item": ids[i], "unit": units[i], "option": o, "text": str(o),
+                             "premise": str(text.iloc[i] if premise is None else premise.iloc[i]),
+                             "label": "correct" if o == gold else "incorrect", "_row": i})
+        inst = pd.DataFrame(rows)
+        row = inst.pop("_row").to_numpy()
+        split_src = None if given_split is None else given_split.iloc[row].reset_index(drop=True)
+        notes.append("options differ per row: each k-way item is split into k instances (label correct/incorrect, "
+                     "features of the option, OVERLAP with the prompt), as the seed does for multiple-choice data")
+    # split by unit, so an item's instances (and a unit's items) never straddle the splits
+    first = inst.drop_duplicates("unit")
+    if split_src is not None:
+        given = pd.Series(np.asarray(split_src), index=inst.index).astype(str).str.strip().str.lower()
+        if given.groupby(inst["unit"]).nunique().gt(1).any():
+            raise ValueError(f"{split_column} column: rows of one {unit_col} must share a split")
+        s_unit, note = stats.assign_split(pd.Index(first["unit"]), pd.Series(given[first.index].to_numpy(),
+                                                                             index=first["unit"].to_numpy()))
+    else:
+        s_unit, note = stats.assign_split(pd.Index(first["unit"]), None, train_fraction, seed)
+        s_unit.index = first["unit"].to_numpy()
+        if unit_col != spec.id_column:
+            note += f", by {unit_col}"
+    inst["split"] = inst["unit"].map(s_unit).to_numpy()
+    notes.append(note)
+    nlp = feats.spacy_pipeline() if use_spacy else None
+    if nlp is None:
+        notes.append(feats.SPACY_NOTE)
+    has_premise = inst["premise"].notna().all()
+    F = feats.text_features(inst["text"], inst["premise"] if has_premise else None, bigrams=bigrams, nlp=nlp)
+    if struct is not None:
+        F = pd.concat([F, struct.set_axis(F.index)], axis=1)
+    return Profile(inst, F, rec.name, mode, notes=notes)
+
+
+def predictions(profile: Profile, run_dir, include_limited: bool = False) -> pd.DataFrame | None:
+    """One row per (model, instance) with the model's predicted label, or None (with a note) when the run has no scores."""
+    rec = get(profile.study)
+    try:
+        scores = runs.load_scores(run_dir, rec.spec, include_limited=include_limited)
+    except ValueError as err:
+        profile.notes.append(f"no model tests: {err}")
+        return None
+    profile.notes += runs.excluded_notes(scores)
+    sc = scores[["model", rec.spec.id_column, "choice"]].rename(columns={rec.spec.id_column: "item"})
+    if profile.mode == "classification":
+        m = profile.instances.merge(sc, on="item", how="inner")
+        m["pred"] = m["choice"].astype(str)
+    else:
+        m = profile.instances.merge(sc, on="item", how="inner")
+        m["pred"] = np.where(m["choice"].astype(str) == m["option"].astype(str), "correct", "incorrect")
+    return m.drop(columns="choice")
+
+
+def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = 10, min_count: int = 5, alpha: float = 0.05,
+            seed: int = 0) -> Profile:
+    """Cue discovery, then both model tests for each model in ``preds`` (see ``stats``); fills ``profile.tables``."""
+    inst, F = profile.instances, profile.features
+    cues = stats.discover(F, inst["label"], inst["split"], min_count=min_count, alpha=alpha)
+    t = profile.tables
+    t["cues"] = cues
+    top = stats.top_features(cues, top_k) if len(cues) else pd.DataFrame()
+    t["cues_top"] = top
+    if cues.empty:
+        profile.notes.append(f"no feature occurs ≥ {min_count} times in both splits: nothing to rank (lower min_count "
+                             "or use a larger dataset)")
+    profile.records += [record("cue_discovery", r.feature, estimate=r.cueness, p=r.p, valid=True,
+                               note=f"cueness rank {r.rank}; label skewed toward {r.cue_label}; Holm over all "
+                                    f"{cues['feature'].nunique()} features tested",
+                               p_holm=r.p_holm, significant=bool(r.significant), mse=r.mse, jsd=r.jsd)
+                        for r in top.itertuples(index=False)]
+    if preds is None or top.empty:
+        return profile
+    cols = list(top["feature"])
+    items = pd.concat([preds.reset_index(drop=True),
+                       F[cols].set_axis(inst["instance"]).reindex(preds["instance"]).reset_index(drop=True)], axis=1)
+    acc, dist = stats.probe(items, cues, top_k=top_k, alpha=alpha, seed=seed)
+    t["cue_accuracy_test"], t["cue_distribution_test"] = acc, dist
+    for r in acc.itertuples(index=False):
+        profile.records.append(record("cue_accuracy_test", r.feature, estimate=r.delta_acc, ci_low=r.ci_low,
+                                      ci_high=r.ci_high, p=r.p, valid=bool(r.n_f and r.n_nf), condition=r.model,
+                                      note="acc(S_f) − acc(S_nf) on the test split; Newcombe CI, Fisher exact, Holm "
+                                           f"over the top {len(top)}", p_holm=r.p_holm, flag=bool(r.flag)))
+    for r in dist.itertuples(index=False):
+        profile.records.append(record("cue_distribution_test", r.feature, estimate=r.shift, p=r.p_shift,
+                                      valid=bool(np.isfinite(r.p_shift)), condition=r.model,
+                                      note=(r.note or f"rate of predicting {r.cue_label} on flattened S_f − on "
+                                                      "flattened S_nf; Fisher exact, Holm over the top-k"),
+                                      p_holm=r.p_holm, jsd_pred_train=r.jsd_pred_train,
+                                      jsd_pred_uniform=r.jsd_pred_uniform, p_uniform=r.p_uniform, flag=bool(r.flag)))
+        profile.records.append(record("cue_used", r.feature, estimate=float(bool(r.used)), condition=r.model,
+                                      note="1 when the accuracy and the distribution tests both flag the feature"))
+    n_used = dist.groupby("model")["used"].sum()
+    profile.notes += [f"{m}: {int(n)} of the top {len(top)} cues flagged as used by both tests" for m, n in n_used.items()]
+    return profile
+
+
+def write(profile: Profile, run_dir) -> list[Path]:
+    """Tables (CSV), figures (PNG + PDF) and the cue records merged into the run's ``summary.json``."""
+    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    files = []
+    for name in ("cues", "cue_accuracy_test", "cue_distribution_test"):
+        if name in profile.tables:
+            files += artifacts.write_table(profile.tables[name], tdir / name)
+    if not profile.tables["cues_top"].empty:
+        fig = plots.top_cues(profile.tables["cues"], len(profile.tables["cues_top"]))
+        files += artifacts.save_figure(fig, fdir / "cues_top")
+        plt.close(fig)
+    if "cue_distribution_test" in profile.tables and not profile.tables["cue_distribution_test"].empty:
+        fig = plots.distributions(profile.tables["cue_distribution_test"])
+        files += artifacts.save_figure(fig, fdir / "cues_distribution")
+        plt.close(fig)
+    sp = paths.summary_path(run_dir)
+    summary = artifacts.read_json(sp) if sp.exists() else {}
+    kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
+    summary["records"] = kept + artifacts.json_clean(profile.records)
+    summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
+                                            "n_instances": len(profile.instances), "notes": profile.notes})
+    files.append(artifacts.write_json(summary, sp))
+    profile.files = files
+    return files
+
+
+def profile_run(run_dir, top_k: int = 10, min_count: int = 5, alpha: float = 0.05, seed: int = 0,
+                study: str | None = None, text_column: str | None = None, premise_column: str | None = None,
+                train_fraction: float = 0.5, bigrams: bool = False, nearest_k: int = 5,
+                include_limited: bool = False) -> Profile:
+    """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``."""
+    p = build(run_dir, study=study, text_column=text_column, premise_column=premise_column,
+              train_fraction=train_fraction, seed=seed, bigrams=bigrams, nearest_k=nearest_k)
+    compute(p, predictions(p, run_dir, include_limited=include_limited), top_k=top_k, min_count=min_count,
+            alpha=alpha, seed=seed)
+    write(p, run_dir)
+    return p
