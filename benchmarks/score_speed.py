@@ -72,7 +72,9 @@ def matmul_gflops(dtype, m: int = 768, k: int = 576, n: int = 1536, device: str 
 
 def benchmark_prompts(n: int) -> list[str]:
     """The same ``n`` concept-learning prompts (~700 tokens each) for every benchmark."""
-    df = generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=max(2, n // 2 + n % 2),
+    per_concept = -(-n // 2)
+    per_concept += per_concept % 2  # the generator balances true and false queries, so it takes an even number
+    df = generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=max(2, per_concept),
                           conditions=["concept_learning"], seed=42)
     return df["text"].head(n).tolist()
 

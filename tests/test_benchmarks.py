@@ -60,3 +60,22 @@ def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_kee
         assert report["speedup_fast_vs_naive_two_pass"] > 0 and 0 < fast["bf16_pass_fraction_of_bf16_ceiling"] <= 1
         assert ceil["bfloat16"] > 2 * ceil["float32"], "native bf16 matmuls outrun float32"
         assert fast["bf16_pass_prompts_per_s"] > 1.5 * engine["prompts_per_s"], "the bf16 pass beats float32 on this CPU"
+
+
+@pytest.mark.notebooks  # the real embedded model, 2 prompts per variant (~25 s)
+def test_bf16_levers_script_measures_speed_and_error_of_each_variant(tmp_path):
+    """Non-compiling variants run on the real model and report their speed and margin error vs float32 (the
+    compiled ones take minutes and are measured only by the committed run). Unknown variants are refused by name,
+    before the model loads."""
+    out = tmp_path / "levers.json"
+    proc = _run("bf16_levers.py", "--n", "2", "--variants", "eager_sdpa,sdpa_math,fp32_head,autocast", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = report["variants"]
+    assert set(rows) == {"eager_sdpa", "sdpa_math", "fp32_head", "autocast"} and report["n_prompts"] == 2
+    for name, row in rows.items():
+        assert row["seconds_per_prompt"] > 0 and 0 < row["margin_error_max"] < 0.5, name
+        assert name == "eager_sdpa" or row["speed_vs_eager_sdpa"] > 0
+    assert rows["eager_sdpa"]["margin_error_max"] > 1e-4, "the bf16 copy really ran in bf16"
+    bad = _run("bf16_levers.py", "--n", "2", "--variants", "eager,turbo")
+    assert bad.returncode != 0 and "--variants: unknown variant 'eager'" in bad.stderr
