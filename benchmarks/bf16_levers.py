@@ -7,7 +7,7 @@ from this script's JSON. Two accuracy variants (float32 LM head and final norm; 
 stream) measure whether bf16's error on the Yes − No margin can be cut cheaply, which would shrink the calibrated
 re-score margin.
 
-    python benchmarks/bf16_levers.py --n 12 --out benchmarks/results/bf16-levers-cpu.json
+    python benchmarks/bf16_levers.py --n 24 --out benchmarks/results/bf16-levers-cpu.json
 
 Speed variants: ``eager_sdpa`` (the engine's default), ``eager_attention`` (HF's eager attention),
 ``sdpa_math`` (SDPA forced to its math backend), ``mkldnn_linear`` (``torch.utils.mkldnn`` prepacked linears),
