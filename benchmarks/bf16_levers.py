@@ -3,7 +3,7 @@
 Issue 14 asks for the bf16 pass to be profiled and for the fixes a well-kept library offers to be tried (SDPA
 backends, oneDNN prepacking, ``torch.compile`` where it pays after its compile time). Each variant below scores the
 same prompts with a bf16 copy of the same model, in one process, one after the other; the table in the README comes
-from this script's JSON. Two accuracy variants (float32 LM head and final norm; autocast with a float32 residual
+from this script's JSON. Three accuracy variants (float32 LM head and final norm; autocast with a float32 residual
 stream) measure whether bf16's error on the Yes − No margin can be cut cheaply, which would shrink the calibrated
 re-score margin.
 
@@ -12,7 +12,8 @@ re-score margin.
 Speed variants: ``eager_sdpa`` (the engine's default), ``eager_attention`` (HF's eager attention),
 ``sdpa_math`` (SDPA forced to its math backend), ``mkldnn_linear`` (``torch.utils.mkldnn`` prepacked linears),
 ``compile`` (inductor, dynamic shapes), ``compile_freezing`` (inductor with freezing: oneDNN weight prepacking).
-Accuracy variants: ``fp32_head`` and ``autocast``. Compile times are reported apart from the steady per-prompt time,
+Accuracy variants: ``fp32_head``, ``autocast`` and ``float32_tail`` (the engine's split: bf16 prefix, the last
+``FLOAT32_TAIL`` prompt tokens computed in float32 from the cast cache). Compile times are reported apart from the steady per-prompt time,
 with the number of prompts after which the variant would pay for its compile time (none when it is not faster).
 """
 from __future__ import annotations
@@ -32,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_speed import benchmark_prompts, cpu_description, matmul_gflops  # noqa: E402
 
 from nbutils import artifacts  # noqa: E402
-from nbutils.engine.choices import build_requests, last_token_logprobs  # noqa: E402
+from nbutils.engine.choices import FLOAT32_TAIL, build_requests, last_token_logprobs  # noqa: E402
 from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model  # noqa: E402
 
 SPEED = ("eager_sdpa", "eager_attention", "sdpa_math", "mkldnn_linear", "compile", "compile_freezing")
-ACCURACY = ("fp32_head", "autocast")
+ACCURACY = ("fp32_head", "autocast", "float32_tail")
 
 
 class Float32Module(torch.nn.Module):
@@ -59,7 +60,7 @@ def bf16_copy(reference: torch.nn.Module, attn: str | None = None) -> torch.nn.M
 
 
 def build_variant(name: str, reference: torch.nn.Module):
-    """(model, context manager factory, compile-mode flag) for a variant name."""
+    """(model, context manager factory, compile-mode flag, split kwargs) for a variant name."""
     if name == "eager_sdpa":
         return bf16_copy(reference), contextlib.nullcontext, False
     if name == "eager_attention":
@@ -88,16 +89,19 @@ def build_variant(name: str, reference: torch.nn.Module):
         return model, contextlib.nullcontext, False
     if name == "autocast":
         return reference, lambda: torch.autocast("cpu", dtype=torch.bfloat16), False
+    if name == "float32_tail":  # the engine's fast path: bf16 prefix, the last FLOAT32_TAIL tokens in float32
+        return bf16_copy(reference), contextlib.nullcontext, False, {"reference": reference, "tail": FLOAT32_TAIL}
     raise ValueError(f"--variants: unknown variant {name!r}; choose from {list(SPEED + ACCURACY)}")
 
 
-def margins(model, prompts: list[list[int]], answer_cols: list[int], pad_id: int, ctx) -> tuple[np.ndarray, list[float]]:
-    """Yes − No margin of each prompt, and the seconds each forward pass took."""
+def margins(model, prompts: list[list[int]], answer_cols: list[int], pad_id: int, ctx,
+            split: dict | None = None) -> tuple[np.ndarray, list[float]]:
+    """Yes − No margin of each prompt, and the seconds each forward pass took (``split``: reference and tail)."""
     out, secs = [], []
     with ctx():
         for p in prompts:
             t = time.perf_counter()
-            lp = last_token_logprobs(model, [p], pad_id)[0]
+            lp = last_token_logprobs(model, [p], pad_id, **(split or {}))[0]
             secs.append(time.perf_counter() - t)
             out.append(float(lp[answer_cols[0]] - lp[answer_cols[1]]))
     return np.array(out), secs
@@ -132,17 +136,28 @@ def main() -> None:
               "created": artifacts.now_utc(), "variants": {}}
     base = None
     for name in wanted:
-        model, ctx, compiled = build_variant(name, reference)
+        model, ctx, compiled, *split = build_variant(name, reference)
+        split = split[0] if split else None
         t = time.perf_counter()
-        margins(model, [warm], cols, req.pad_id, ctx)  # warm-up; compiles a compiled variant
+        margins(model, [warm], cols, req.pad_id, ctx, split)  # warm-up; compiles a compiled variant
         first = time.perf_counter() - t
-        m, secs = margins(model, prompts, cols, req.pad_id, ctx)
+        tail_secs: list[float] = []
+        hooks = []
+        if split:  # time the float32 tail on its own: on a native-bf16 host it is the split's whole overhead
+            hooks = [reference.register_forward_pre_hook(lambda *_: tail_secs.append(-time.perf_counter())),
+                     reference.register_forward_hook(lambda *_: tail_secs.__setitem__(-1, tail_secs[-1] + time.perf_counter()))]
+        m, secs = margins(model, prompts, cols, req.pad_id, ctx, split)
+        for h in hooks:
+            h.remove()
         steady = float(np.mean(secs))
         err = np.abs(m - exact)
         row = {"seconds_per_prompt": round(steady, 4), "first_call_seconds": round(first, 2),
                "margin_error_max": float(err.max()), "margin_error_p50": float(np.median(err)),
                "decision_flips_vs_float32": int(((m > 0) != (exact > 0)).sum()),
                "speed_vs_float32": round(f32_steady / steady, 2)}
+        if tail_secs:
+            row["float32_tail_seconds_per_prompt"] = round(float(np.mean(tail_secs)), 4)
+            row["float32_tail_share_of_float32_pass"] = round(float(np.mean(tail_secs)) / f32_steady, 4)
         if name == "eager_sdpa":
             base = steady
         if base is not None and name != "eager_sdpa":

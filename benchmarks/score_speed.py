@@ -7,7 +7,9 @@ of re-scored prompts on hardware where its speed means nothing). Reports prompts
 decision agreement against the naive method, and the ratio to the FLOP ceiling (2 × parameters × tokens ÷ the
 matmul throughput measured here). The fast path's margin is calibrated as a run calibrates it (``--rescore-margin
 auto``): a sample of the benchmark's own prompts is scored both ways once, before the rounds, and that time is
-charged to the fast path; its bf16 forward passes are also timed on their own (``bf16_pass_*``).
+charged to the fast path; its bf16 forward passes are also timed on their own (``bf16_pass_*``). The fast path
+computes each prompt's last ``--float32-tail`` tokens in float32 after its bf16 prefix, as the engine does
+(``bf16_margin_error_*`` is that split's error; ``--float32-tail 0`` measures whole-prompt bf16).
 
     python benchmarks/score_speed.py --n 100 --out benchmarks/results/cpu.json
 """
@@ -176,6 +178,9 @@ def main() -> None:
     ap.add_argument("--rescore-margin", default="auto",
                     help="'auto': calibrated on --calibration-size of the prompts (as a run does), or a fixed number")
     ap.add_argument("--calibration-size", type=int, default=CALIBRATION_SIZE)
+    ap.add_argument("--float32-tail", type=int, default=None,
+                    help="prompt tokens the fast path computes in float32 after a bf16 prefix (default: the engine's "
+                         "FLOAT32_TAIL; 0 = the whole prompt in bf16)")
     ap.add_argument("--methods", default="engine,naive,lm_eval,fast")
     ap.add_argument("--force-fast", action="store_true",
                     help="run the bf16 fast path even where bf16 is emulated (its speed is then not meaningful)")
@@ -223,11 +228,12 @@ def main() -> None:
         margin_arg = "auto" if args.rescore_margin == "auto" else float(args.rescore_margin)
         fast = load_model(args.model, dtype="bfloat16", rescore_margin=margin_arg, threads=args.threads)
         bf16_timer = ForwardTimer(fast.model)
+        tail = fast.meta["float32_tail_tokens"] if args.float32_tail is None else args.float32_tail
         margin = margin_arg
         if margin_arg == "auto":  # once, over all prompts, as score_run does; its time is the fast path's
             t = time.perf_counter()
             cal, cal_results = calibrate(fast.model, fast.reference, req, plan_batches(lengths, "auto", device),
-                                         args.calibration_size, SAFETY_FACTOR)
+                                         args.calibration_size, SAFETY_FACTOR, tail=tail)
             cal_seconds = time.perf_counter() - t
             margin = cal.margin
             for res in cal_results:
@@ -246,7 +252,7 @@ def main() -> None:
             if todo:
                 creq = build_requests(fast.tokenizer, [chunk[k] for k in todo])
                 batches = plan_batches([len(p) for p in creq.prompt_ids], "auto", device)
-                for r in score_batches(fast.model, creq, batches, fast.reference, margin, progress=False):
+                for r in score_batches(fast.model, creq, batches, fast.reference, margin, progress=False, tail=tail):
                     rows = [todo[j] for j in r.indices]
                     out[rows], low[rows], flags[rows] = np.vstack(r.logprobs), np.vstack(r.low_precision), r.rescored
             low_precision.append(low)
@@ -254,7 +260,7 @@ def main() -> None:
             return out
 
         emulated = device == "cpu" and not cpu_supports_bf16()
-        fast_extra.update(rescore_margin=margin, rescore_margin_requested=args.rescore_margin,
+        fast_extra.update(rescore_margin=margin, rescore_margin_requested=args.rescore_margin, float32_tail_tokens=tail,
                           bf16_emulated_speed_not_meaningful=emulated)
         methods["fast_bf16_rescored"] = (fast_chunk, "bfloat16", fast_extra)
     elif "fast" in wanted:
@@ -309,7 +315,7 @@ def main() -> None:
         flags = np.concatenate(rescored)  # as the engine recorded them, not recomputed here
         f = report["methods"]["fast_bf16_rescored"]
         n_bf16 = len(texts) - len(calibrated)  # prompts whose bf16 pass ran inside the rounds
-        bf16_tokens = sum(lengths) - sum(lengths[i] for i in calibrated)
+        bf16_tokens = sum(max(0, n - tail) for i, n in enumerate(lengths) if i not in calibrated)  # the bf16 prefix
         if bf16_timer.seconds > 0 and n_bf16:
             achieved_bf16 = 2 * non_embed * bf16_tokens / bf16_timer.seconds / 1e9
             f.update(bf16_pass_seconds=round(bf16_timer.seconds, 2),

@@ -68,14 +68,15 @@ def test_bf16_levers_script_measures_speed_and_error_of_each_variant(tmp_path):
     compiled ones take minutes and are measured only by the committed run). Unknown variants are refused by name,
     before the model loads."""
     out = tmp_path / "levers.json"
-    proc = _run("bf16_levers.py", "--n", "2", "--variants", "eager_sdpa,sdpa_math,fp32_head,autocast", "--out", str(out))
+    proc = _run("bf16_levers.py", "--n", "2", "--variants", "eager_sdpa,float32_tail,fp32_head,autocast", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     rows = report["variants"]
-    assert set(rows) == {"eager_sdpa", "sdpa_math", "fp32_head", "autocast"} and report["n_prompts"] == 2
+    assert set(rows) == {"eager_sdpa", "float32_tail", "fp32_head", "autocast"} and report["n_prompts"] == 2
     for name, row in rows.items():
         assert row["seconds_per_prompt"] > 0 and 0 < row["margin_error_max"] < 0.5, name
         assert name == "eager_sdpa" or row["speed_vs_eager_sdpa"] > 0
     assert rows["eager_sdpa"]["margin_error_max"] > 1e-4, "the bf16 copy really ran in bf16"
+    assert 0 < rows["float32_tail"]["float32_tail_share_of_float32_pass"] < 0.5, "the float32 tail is a few tokens, not a pass"
     bad = _run("bf16_levers.py", "--n", "2", "--variants", "eager,turbo")
     assert bad.returncode != 0 and "--variants: unknown variant 'eager'" in bad.stderr

@@ -1,5 +1,8 @@
 """Calibrated re-scoring: how far bf16 moves a run's own decisions, and the re-score margin that covers it.
 
+"bf16" below is the fast path as the run scores it: a bf16 prefix and the last ``FLOAT32_TAIL`` prompt tokens in
+float32 (``choices.last_token_logprobs`` with a reference), which moves margins about 4× less than whole-prompt bf16.
+
 A bf16 decision can differ from float32 only where bf16's top-two margin is smaller than bf16's error on the
 difference of two option log-probs (if every pairwise difference moves by at most E, the bf16 winner with margin
 m > E is also the float32 winner). So a sample of the run's prompts is scored both ways, the largest pairwise
@@ -66,6 +69,7 @@ class Calibration:
     safety_factor: float
     margin: float
     seconds: float
+    float32_tail_tokens: int = 0
 
     def as_meta(self) -> dict:
         """The sidecar block: sample size, observed errors (max, p50), factor and margin used."""
@@ -73,24 +77,27 @@ class Calibration:
         return {"calibration_size": self.size, "calibration_error_max": float(e.max()),
                 "calibration_error_p50": float(np.median(e)), "calibration_safety_factor": self.safety_factor,
                 "rescore_margin_used": self.margin, "calibration_seconds": round(self.seconds, 3),
+                "float32_tail_tokens": self.float32_tail_tokens,
                 "calibration_rule": "margin = safety factor × max |Δ(pairwise option log-prob difference)| "
-                                    "bf16 vs float32 on the sample"}
+                                    "fast path (bf16, last float32_tail_tokens prompt tokens in float32) vs float32 "
+                                    "on the sample"}
 
 
 def calibrate(model, reference, req: Requests, batches: list[list[int]], size: int = CALIBRATION_SIZE,
-              safety_factor: float = SAFETY_FACTOR) -> tuple[Calibration, list[BatchResult]]:
-    """Score a sample of whole batches with both models; return the margin and those batches' float32 results
-    (marked re-scored, bf16 scores kept in ``low_precision``) so the run does not score them again."""
+              safety_factor: float = SAFETY_FACTOR, tail: int = 0) -> tuple[Calibration, list[BatchResult]]:
+    """Score a sample of whole batches both ways (the fast way: ``model``, split with a float32 ``tail`` when
+    ``tail`` > 0, exactly as the run will; and wholly in float32); return the margin and those batches' float32
+    results (marked re-scored, fast scores kept in ``low_precision``) so the run does not score them again."""
     import time
 
     t0 = time.perf_counter()
     results, errors = [], []
     for pos in pick_calibration_batches(batches, size):
         batch = batches[pos]
-        low = score_batch(model, req, batch)
+        low = score_batch(model, req, batch, reference, tail)
         exact = score_batch(reference, req, batch)
         errors += [pairwise_error(a, b) for a, b in zip(low, exact)]
         results.append(BatchResult(batch, exact, [True] * len(batch), low))
     cal = Calibration(len(errors), errors, safety_factor, calibrated_margin(errors, safety_factor),
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, tail)
     return cal, results

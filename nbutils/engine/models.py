@@ -64,7 +64,8 @@ def resolve_device(device: str) -> str:
 
 def choose_dtype(dtype: str, device: str, rescoring: bool = True) -> tuple[str, str]:
     """The dtype to compute in and why: ``auto`` → bf16 on a GPU that has it (else float16); on a CPU with native
-    bf16 (AVX512-BF16/AMX) bf16 with float32 re-scoring of close calls when ``rescoring``; float32 elsewhere."""
+    bf16 (AVX512-BF16/AMX) bf16 with a float32 tail and float32 re-scoring of close calls when ``rescoring``;
+    float32 elsewhere."""
     if dtype != "auto":
         if dtype not in DTYPES:
             raise ValueError(f"dtype: must be one of {['auto', *DTYPES]}, got {dtype!r}")
@@ -77,7 +78,8 @@ def choose_dtype(dtype: str, device: str, rescoring: bool = True) -> tuple[str, 
         return "float32", "auto: this CPU has no native bfloat16 (no avx512_bf16/amx_bf16 flag), where bf16 is emulated and slower"
     if not rescoring:
         return "float32", "auto: native bf16 CPU, but rescore_margin=0 turns float32 re-scoring off, so float32 keeps decisions exact"
-    return "bfloat16", "auto: native bf16 CPU (avx512_bf16/amx_bf16): bf16 fast path with float32 re-scoring of close calls"
+    return "bfloat16", ("auto: native bf16 CPU (avx512_bf16/amx_bf16): bf16 fast path (each prompt's last tokens "
+                        "and close calls in float32)")
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
@@ -217,8 +219,10 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
                rescore_margin: float | str = "auto", masked: bool = False) -> LoadedModel:
     """Load a model by embedded name, hub id or local folder; keep a float32 twin when re-scoring is on.
 
-    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16, close calls re-scored in float32 with a margin
-    calibrated on the run's prompts: ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs.
+    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``FLOAT32_TAIL`` tokens
+    in float32, close calls re-scored whole in float32 with a margin calibrated on the run's prompts:
+    ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs. ``meta["float32_tail_tokens"]`` records the
+    tail (0 without a float32 twin).
     ``quantization: auto`` is ``none`` on CPU and the most exact precision that fits the GPU.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
@@ -280,6 +284,9 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     reference = None
     if rescore_margin:
         reference, net = net, _half_copy(net, DTYPES[dtype])
+    from .choices import FLOAT32_TAIL
+
+    meta["float32_tail_tokens"] = FLOAT32_TAIL if reference is not None else 0
     if device.startswith("cuda"):
         from .batching import probe_token_budget
 

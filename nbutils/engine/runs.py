@@ -222,15 +222,17 @@ class _ChoiceScorer:
         or reuse the margin a resumed run's checkpoint recorded; the sample's float32 scores become its results."""
         if self.lm.meta.get("rescore_margin") != "auto" or self.lm.reference is None:
             return {}
-        if prior.get("rescore_margin_used") is not None:
+        tail = self.lm.meta.get("float32_tail_tokens", 0)
+        if prior.get("rescore_margin_used") is not None and prior.get("float32_tail_tokens", 0) == tail:
             self.margin = prior["rescore_margin_used"]
-            return {k: v for k, v in prior.items() if k.startswith("calibration_") or k == "rescore_margin_used"}
+            return {k: v for k, v in prior.items()
+                    if k.startswith("calibration_") or k in ("rescore_margin_used", "float32_tail_tokens")}
         from .calibration import calibrate
 
-        cal, results = calibrate(self.lm.model, self.lm.reference, self.req, batches, size)
+        cal, results = calibrate(self.lm.model, self.lm.reference, self.req, batches, size, tail=tail)
         self.margin = cal.margin
         m = cal.as_meta()
-        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest bf16 error "
+        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
               f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
         for res in results:
             on_records({i: {"logps": res.logprobs[k].tolist(), "rescored": True} for k, i in enumerate(res.indices)})
@@ -250,7 +252,8 @@ class _ChoiceScorer:
         margin = getattr(self, "margin", self.lm.meta.get("rescore_margin", 0.0))
         if margin == "auto":
             raise ValueError("rescore_margin: 'auto' needs the calibration that score_run does first")
-        score_batches(self.lm.model, self.req, batches, self.lm.reference, margin, on_result, progress)
+        score_batches(self.lm.model, self.req, batches, self.lm.reference, margin, on_result, progress,
+                      tail=self.lm.meta.get("float32_tail_tokens", 0) if self.lm.reference is not None else 0)
 
     def frame(self, data: pd.DataFrame, rows: list[int], records: dict) -> pd.DataFrame:
         from .choices import choice_frame

@@ -194,3 +194,54 @@ def test_option_names_and_answer_normalisation():
     assert option_names(("Yes", "No")) == ["yes", "no"] and option_names(("A", "B", "C")) == ["a", "b", "c"]
     assert option_names(("The cat sat on the mat today", "No")) == ["0", "1"]
     assert normalize_answer(" Yes. ") == "yes" and normalize_answer("No") == "no" and normalize_answer("B.") == "b"
+
+
+# ---------------------------------------------------------------- split precision (issue 14)
+
+@pytest.mark.parametrize("model_name", ["tiny_llama", "tiny_gpt2"])
+@pytest.mark.parametrize("chat", ["always", "never"])
+def test_split_precision_with_a_float32_head_equals_the_whole_float32_pass(request, tiny_tokenizer, texts, model_name, chat):
+    """The split's cache hand-over (left padding, position ids, multi-token options) changes nothing by itself:
+    with a float32 model on both sides it equals the naive whole-sequence reference."""
+    model = request.getfixturevalue(model_name)
+    twin = copy.deepcopy(model)  # a distinct module, so a mix-up of the two sides would still be exact: see below
+    options = [("Yes", "No"), ("Yes indeed", "No never", "maybe")] * (len(texts) // 2)
+    for opts in (("Yes", "No"), options):
+        req = build_requests(tiny_tokenizer, texts, chat, opts)
+        batches = plan_batches([len(p) for p in req.prompt_ids], 3)  # left padding inside batches
+        got = [None] * len(texts)
+        for r in score_batches(twin, req, batches, reference=model, tail=5, progress=False):
+            for i, lp in zip(r.indices, r.logprobs):
+                got[i] = lp
+        ref = naive_answer_logprobs(model, tiny_tokenizer, texts, chat, opts)
+        for g, e in zip(got, ref):
+            assert np.abs(g - e).max() < 1e-4
+
+
+def test_split_precision_runs_the_tail_in_the_reference_and_the_head_in_the_fast_model(tiny_llama, tiny_tokenizer, texts):
+    """bf16 head + float32 tail: scores differ from float32 (the head really is bf16) and from whole bf16 (the tail
+    really is float32); prompts no longer than the tail are scored whole in float32."""
+    req = build_requests(tiny_tokenizer, texts, "never")
+    fast = copy.deepcopy(tiny_llama).to(torch.bfloat16)
+    batches = plan_batches([len(p) for p in req.prompt_ids], 2)
+    exact = answer_logprobs(tiny_llama, req, batch_size=2)
+    whole = answer_logprobs(fast, req, batch_size=2)
+    split = np.zeros_like(exact)
+    for r in score_batches(fast, req, batches, reference=tiny_llama, tail=4, progress=False):
+        split[r.indices] = np.vstack(r.logprobs)
+    assert np.abs(split - exact).max() > 1e-6 and np.abs(split - whole).max() > 1e-6
+    longest = max(len(p) for p in req.prompt_ids)
+    for r in score_batches(fast, req, batches, reference=tiny_llama, tail=longest, progress=False):
+        assert np.abs(np.vstack(r.logprobs) - exact[r.indices]).max() < 1e-5, "too short to split: float32 whole"
+
+
+def test_a_cache_without_keys_and_values_cannot_be_split():
+    from nbutils.engine.choices import cast_cache
+
+    class Recurrent:
+        layers = [object()]
+
+    with pytest.raises(TypeError, match="no key/value tensors"):
+        cast_cache(Recurrent(), torch.float32)
+    with pytest.raises(TypeError, match="no per-layer keys/values"):
+        cast_cache(object(), torch.float32)

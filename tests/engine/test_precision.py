@@ -7,7 +7,7 @@ import torch
 
 from nbutils import artifacts, paths, studies
 from nbutils.engine import batching, calibration, models, runs
-from nbutils.engine.choices import Requests, build_requests, last_token_logprobs, score_batches
+from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 GIB = 2**30
@@ -86,16 +86,19 @@ def _close_call_requests(lm, tokenizer, n: int = 24) -> tuple[Requests, np.ndarr
     return req, exact
 
 
-def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_not(tiny_model_dir):
+@pytest.mark.parametrize("tail", [0, FLOAT32_TAIL])  # whole bf16, and the split the engine uses
+def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_not(tiny_model_dir, tail):
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")  # forced bf16, margin auto
+    assert lm.meta["float32_tail_tokens"] == FLOAT32_TAIL
     req, exact = _close_call_requests(lm, lm.tokenizer)
     batches = batching.plan_batches([len(p) for p in req.prompt_ids], "auto", "cpu")
-    cal, cal_results = calibration.calibrate(lm.model, lm.reference, req, batches, size=8)
+    cal, cal_results = calibration.calibrate(lm.model, lm.reference, req, batches, size=8, tail=tail)
+    assert cal.as_meta()["float32_tail_tokens"] == tail
     assert cal.size == 8 and max(cal.errors) > 0, "bf16 really differs from float32 on the sample"
-    assert cal.margin == pytest.approx(calibration.SAFETY_FACTOR * max(cal.errors))
+    assert cal.margin == pytest.approx(max(calibration.MIN_MARGIN, calibration.SAFETY_FACTOR * max(cal.errors)))
     done = {i for r in cal_results for i in r.indices}
     rest = [b for b in batches if not set(b) & done]
-    results = cal_results + score_batches(lm.model, req, rest, lm.reference, cal.margin, progress=False)
+    results = cal_results + score_batches(lm.model, req, rest, lm.reference, cal.margin, progress=False, tail=tail)
     final, low, flags = np.zeros_like(exact), np.zeros_like(exact), np.zeros(len(exact), bool)
     for r in results:
         final[r.indices], low[r.indices], flags[r.indices] = np.vstack(r.logprobs), np.vstack(r.low_precision), r.rescored
@@ -104,7 +107,7 @@ def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_no
     assert (final.argmax(1) == exact_choice).all(), "every decision is float32's"
     assert 0 < flags.sum() < len(flags), "clear calls stay bf16, close ones are re-scored"
     # the same prompts without re-scoring (margin 0) do differ: the margin is what keeps them equal
-    plain = score_batches(lm.model, req, batches, lm.reference, 0.0, progress=False)
+    plain = score_batches(lm.model, req, batches, lm.reference, 0.0, progress=False, tail=tail)
     plain_lp = np.zeros_like(exact)
     for r in plain:
         plain_lp[r.indices] = np.vstack(r.logprobs)
@@ -140,8 +143,10 @@ def test_forced_bf16_run_records_calibration_and_matches_float32_decisions(tmp_p
     df, meta = runs.score_run(_monotonicity_run(tmp_path / "a", tiny_run), fast, spec, progress=False, calibration_size=5)
     ref, _ = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), exact, spec, progress=False)
     assert meta["rescore_margin"] == "auto" and meta["calibration_size"] == 5
-    assert meta["rescore_margin_used"] == pytest.approx(meta["calibration_safety_factor"] * meta["calibration_error_max"])
+    assert meta["rescore_margin_used"] == pytest.approx(max(calibration.MIN_MARGIN, meta["calibration_safety_factor"]
+                                                            * meta["calibration_error_max"]))
     assert 0 < meta["calibration_error_max"] < meta["rescore_margin_used"]
+    assert meta["float32_tail_tokens"] == FLOAT32_TAIL, "the split the calibration measured is recorded"
     assert "rescore_margin: " in capsys.readouterr().out
     assert df["rescored"].sum() >= 5, "the calibration sample's float32 scores are the run's own results"
     assert (df["choice"] == ref["choice"]).all()
@@ -159,6 +164,22 @@ def test_calibrated_run_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, ti
     whole, wmeta = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
     assert meta["complete"] and resumed.equals(whole)
     assert meta["rescore_margin_used"] == wmeta["rescore_margin_used"]
+
+
+def test_a_checkpoint_calibrated_for_another_float32_tail_is_calibrated_again(tmp_path, tiny_run, tiny_model_dir, capsys):
+    """A margin measured for one split (e.g. whole-prompt bf16 by an older version) is not reused for another."""
+    spec = studies.get("monotonicity").spec
+    fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    run = _monotonicity_run(tmp_path / "a", tiny_run)
+    runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    side = paths.sidecar(paths.partial_file(run, paths.model_slug(fast.meta["model"])))
+    old = artifacts.read_json(side)
+    assert old["float32_tail_tokens"] == FLOAT32_TAIL
+    artifacts.write_json(dict(old, float32_tail_tokens=0, rescore_margin_used=0.777), side)
+    capsys.readouterr()
+    _, meta = runs.score_run(run, fast, spec, progress=False, calibration_size=4)
+    assert meta["complete"] and meta["rescore_margin_used"] != 0.777 and meta["float32_tail_tokens"] == FLOAT32_TAIL
+    assert "calibrated:" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- GPU: quantization auto and the token budget
