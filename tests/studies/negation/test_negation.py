@@ -142,7 +142,10 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     now = scores.merge(stimuli, on="stimulus_id")
     both = before.merge(now, on=["item_id", "context", "form"], suffixes=("_before", ""), validate="one_to_one")
     assert len(both) == len(before) == 96
-    assert (both["sum_logprob"] - both["sum_logprob_before"]).abs().max() < 1e-4
+    # float32 sums of ~30 token log-probs differ by ~2e-6 relative between CPU kernels (AVX-512 where recorded,
+    # AVX2 elsewhere); a change in what is scored moves them by 1e-2 or more
+    tol = 1e-4 + 1e-5 * both["sum_logprob_before"].abs()
+    assert ((both["sum_logprob"] - both["sum_logprob_before"]).abs() <= tol).all()
     assert (both["n_tokens"] == both["n_tokens_before"]).all()
 
 
