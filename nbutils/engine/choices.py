@@ -170,8 +170,20 @@ def cast_cache(cache, dtype: torch.dtype):
     return cache
 
 
-def _splittable(seqs: Sequence[Sequence[int]], reference, tail: int) -> bool:
-    return reference is not None and tail > 0 and min(len(s) for s in seqs) > tail
+def _split_forward(model, reference, ids: torch.Tensor, mask, positions, tail: int):
+    """``model`` on all but the last ``tail`` columns (with cache), then ``reference`` on the rest from the cast
+    cache; returns the reference's output (its cache continues the sequence), or None where the cache cannot be cast."""
+    cut = slice(None, -tail)
+    head = model(input_ids=ids[:, cut], attention_mask=None if mask is None else mask[:, cut],
+                 position_ids=None if positions is None else positions[:, cut], use_cache=True, logits_to_keep=1)
+    try:
+        cache = cast_cache(head.past_key_values, reference.dtype)
+    except TypeError:
+        return None
+    if positions is None:
+        positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+    return reference(input_ids=ids[:, -tail:], attention_mask=mask, position_ids=positions[:, -tail:],
+                     past_key_values=cache, use_cache=True, logits_to_keep=1)
 
 
 @torch.inference_mode()
@@ -180,44 +192,29 @@ def last_token_logprobs(model: torch.nn.Module, seqs: Sequence[Sequence[int]], p
     """Float32 log-softmax of the next-token distribution after each sequence: [batch, vocab].
 
     With a float32 ``reference`` and ``tail`` > 0, ``model`` computes all but the last ``tail`` tokens and the
-    reference the rest from the cast cache (split precision); a batch with a prompt of ``tail`` tokens or fewer
-    is scored whole by the reference."""
-    if reference is not None and tail > 0 and not _splittable(seqs, reference, tail):
-        model, reference = reference, None
+    reference the rest from the cast cache (split precision); a batch with a prompt of ``tail`` tokens or fewer,
+    or a model whose cache cannot be cast, is scored whole by the reference."""
+    split = reference is not None and tail > 0
+    if split and min(len(s) for s in seqs) <= tail:
+        model, split = reference, False
     ids, mask, positions = left_pad(seqs, pad_id, model_device(model))
-    if reference is None or tail <= 0:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1, use_cache=False)
-        return out.logits[:, -1, :].float().log_softmax(-1)
-    cut = slice(None, -tail)
-    head = model(input_ids=ids[:, cut], attention_mask=None if mask is None else mask[:, cut],
-                 position_ids=None if positions is None else positions[:, cut], use_cache=True, logits_to_keep=1)
-    try:
-        cache = cast_cache(head.past_key_values, reference.dtype)
-    except TypeError:
-        return last_token_logprobs(reference, seqs, pad_id)
-    if positions is None:
-        positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
-    out = reference(input_ids=ids[:, -tail:], attention_mask=mask, position_ids=positions[:, -tail:],
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
+    out = _split_forward(model, reference, ids, mask, positions, tail) if split else None
+    if out is None:
+        out = (reference if split else model)(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                              logits_to_keep=1, use_cache=False)
     return out.logits[:, -1, :].float().log_softmax(-1)
 
 
 def _prefill(model: torch.nn.Module, prompt: Sequence[int], reference=None, tail: int = 0):
     """Prefill ``prompt`` with cache; returns (the model that continues from the cache, its output). Split
     precision as in ``last_token_logprobs`` when a reference and a tail are given and the prompt is longer."""
-    dev = model_device(model)
+    ids = torch.tensor([list(prompt)], device=model_device(model))
     if reference is not None and tail > 0:
-        if len(prompt) > tail:
-            head = model(input_ids=torch.tensor([list(prompt[:-tail])], device=dev), use_cache=True, logits_to_keep=1)
-            try:
-                cache = cast_cache(head.past_key_values, reference.dtype)
-            except TypeError:
-                cache = None
-            if cache is not None:
-                return reference, reference(input_ids=torch.tensor([list(prompt[-tail:])], device=dev),
-                                            past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = _split_forward(model, reference, ids, None, None, tail) if len(prompt) > tail else None
+        if out is not None:
+            return reference, out
         model = reference
-    return model, model(input_ids=torch.tensor([list(prompt)], device=dev), use_cache=True, logits_to_keep=1)
+    return model, model(input_ids=ids, use_cache=True, logits_to_keep=1)
 
 
 @torch.inference_mode()

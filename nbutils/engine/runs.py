@@ -253,7 +253,7 @@ class _ChoiceScorer:
         if margin == "auto":
             raise ValueError("rescore_margin: 'auto' needs the calibration that score_run does first")
         score_batches(self.lm.model, self.req, batches, self.lm.reference, margin, on_result, progress,
-                      tail=self.lm.meta.get("float32_tail_tokens", 0) if self.lm.reference is not None else 0)
+                      tail=self.lm.meta.get("float32_tail_tokens", 0))
 
     def frame(self, data: pd.DataFrame, rows: list[int], records: dict) -> pd.DataFrame:
         from .choices import choice_frame
