@@ -1,13 +1,73 @@
-"""Shared fixtures: offline tiny models (random weights) and a trained-on-the-fly tokenizer."""
+"""Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer) and the suite's running
+order: with pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints
+the time per tier and the slowest tests, and warns when the suite outgrows its time budget."""
 from __future__ import annotations
 
 import os
+import time
+from collections import defaultdict
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+# The whole suite (pytest alone, both workers) should stay within this many seconds on a 2-core host, so that CI
+# (setup and the R install included) stays far inside its limit. Over it, the summary says so loudly.
+BUDGET_S = float(os.environ.get("NBUTILS_TEST_BUDGET_S", 1500))
+_STARTED = time.time()
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, pin each worker to its own share of the CPUs this process may use.
+
+    Every library in a worker then sees that share: torch's thread count (``models.set_threads`` reads the affinity),
+    BLAS, and the kernels and Rscript processes the worker starts (they inherit it). Two workers on two cores then
+    never fight over a core, which costs far more than they gain (OpenMP threads spin while they wait).
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < count:
+        return
+    share = set(cpus[int(worker.removeprefix("gw")) % count::count])
+    os.sched_setaffinity(0, share)
+    torch.set_num_threads(len(share))
+
+
+def _tier(keywords) -> str:
+    return "slow" if "slow" in keywords else "notebooks" if "notebooks" in keywords else "fast"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long tests first (notebook runs, then slow statistics, then the fast tier), each tier in file order, so that
+    with two workers the long ones overlap instead of one of them running alone at the end."""
+    rank = {"notebooks": 0, "slow": 1, "fast": 2}
+    items.sort(key=lambda item: rank[_tier(item.keywords)])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Time per tier (summed over tests) and the wall time of the whole run, against the budget."""
+    per_tier: dict[str, float] = defaultdict(float)
+    counted = set()
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) in ("setup", "call", "teardown") and (r.nodeid, r.when) not in counted:
+                counted.add((r.nodeid, r.when))
+                per_tier[_tier(r.keywords)] += r.duration
+    wall = time.time() - _STARTED
+    tiers = ", ".join(f"{t} {per_tier[t] / 60:.1f} min" for t in ("fast", "notebooks", "slow") if t in per_tier)
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option, "numprocesses", None) or 1
+    terminalreporter.write_sep("=", "test time")
+    terminalreporter.write_line(f"wall {wall / 60:.1f} min with {workers} worker(s); test time by tier: {tiers}")
+    if wall > BUDGET_S:
+        terminalreporter.write_line(
+            f"WARNING: the suite took {wall / 60:.1f} min, over its budget of {BUDGET_S / 60:.0f} min "
+            "(NBUTILS_TEST_BUDGET_S). CI has a hard limit: find the new slow tests in the durations above and cut "
+            "their repeated work before adding more.", red=True, bold=True)
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -76,6 +76,31 @@ def test_committed_results_meet_the_claims():
     assert grid >= {(k, n) for k in (5, 10, 19) for n in (50, 100, 200, 500)}
 
 
+@pytest.mark.slow  # ~25 s
+def test_rerunning_part_of_the_committed_calibration_agrees_within_monte_carlo_error(cal):
+    """The committed results are re-derived, in part, by today's code: the first 40 simulations of two committed
+    cells (null and gap OR 2; every pure-Python test; the committed design, seed and bootstrap size) run again.
+    Those 40 are the first 40 of the committed 200, so given the committed count of rejections, the count among
+    them is hypergeometric; a count outside the central 99.9% of that law fails. A change that moves a test's
+    rejection rate by about 0.2 or more fails here; smaller shifts need the full benchmark run."""
+    from scipy.stats import hypergeom
+
+    res = json.loads(RESULTS.read_text())
+    committed = {(r["scenario"], r["test"]): r for r in res["rows"] if r.get("part") == "python"}
+    design = committed[("null", "gee_bias_reduced:upward@concept_learning")]
+    assert res["parts"]["python-null"]["seed"] == cal.DEFAULT_SEED
+    n = 40
+    rows = cal.run_python(["null", "gap_or2"], n_sims=n, k=design["thresholds"], n=design["prompts_per_concept"],
+                          seed=cal.DEFAULT_SEED, n_boot=1000)
+    assert {(r["scenario"], r["test"]) for r in rows} == {k for k in committed if k[0] in ("null", "gap_or2")}
+    for r in rows:
+        c = committed[(r["scenario"], r["test"])]
+        law = hypergeom(c["n_sims"], c["rejections"], n)
+        tail = min(law.cdf(r["rejections"]), law.sf(r["rejections"] - 1))
+        assert tail > 0.0005, (f"{r['test']} in {r['scenario']}: {r['rejections']}/{n} now, "
+                               f"{c['rejections']}/{c['n_sims']} committed (tail probability {tail:.2g})")
+
+
 @pytest.mark.slow
 def test_fast_mode_runs_end_to_end(tmp_path):
     out = tmp_path / "fast.json"

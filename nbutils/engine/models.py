@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -180,8 +181,12 @@ def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dic
         tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        if not cached.exists():
+        try:
             tmp.rename(cached)
+        except OSError:  # another process finished the same copy first: keep theirs
+            if not (cached / "config.json").exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(cached)
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
     return model, tok, {**meta, "dequantized_cache": str(cached)}
