@@ -80,3 +80,22 @@ def test_bf16_levers_script_measures_speed_and_error_of_each_variant(tmp_path):
     assert 0 < rows["float32_tail"]["float32_tail_share_of_float32_pass"] < 0.5, "the float32 tail is a few tokens, not a pass"
     bad = _run("bf16_levers.py", "--n", "2", "--variants", "eager,turbo")
     assert bad.returncode != 0 and "--variants: unknown variant 'eager'" in bad.stderr
+
+
+@pytest.mark.notebooks  # the real embedded model in float32, 8-bit and 4-bit on 2 prompts (~15 s)
+def test_quantization_benchmark_compares_8bit_and_4bit_with_float32_on_the_cpu(tmp_path):
+    out = tmp_path / "q.json"
+    proc = _run("quantization_cpu.py", "--n", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "MatMul8bitLt" not in proc.stderr, "bitsandbytes' per-call cast notice is silenced"
+    report = json.loads(out.read_text())
+    rows = report["precisions"]
+    assert set(rows) == {"float32", "8bit", "4bit"} and report["n_prompts"] == 2 and report["mean_prompt_tokens"] > 500
+    assert rows["8bit"]["quantization_details"]["quant_type"] == "llm.int8"
+    assert rows["4bit"]["quantization_details"]["quant_type"] == "nf4"
+    assert rows["4bit"]["quantization_details"]["quantized_linear_layers"] == 30 * 7, "every SmolLM2 decoder linear"
+    for q in ("8bit", "4bit"):
+        assert 0 <= rows[q]["decisions_equal_to_float32"] <= 2 and rows[q]["time_vs_float32"] > 0
+        assert 0 < rows[q]["median_abs_margin_diff"] <= rows[q]["max_abs_margin_diff"] < 2, "quantized, and close"
+    bad = _run("quantization_cpu.py", "--precisions", "8bit,float32")
+    assert bad.returncode != 0 and "--precisions: float32 first" in bad.stderr

@@ -1,7 +1,9 @@
 """Loading causal and masked LMs: the embedded default, hub ids and local folders; dtype and bitsandbytes."""
 from __future__ import annotations
 
+import functools
 import importlib.util
+import logging
 import os
 import shutil
 import sys
@@ -18,6 +20,8 @@ QUANTIZATION_CHOICES = ("auto", *QUANTIZATIONS)  # auto: the most exact precisio
 ACTIVATION_ROOM = 0.15  # share of free GPU memory kept for activations when choosing a precision
 EIGHT_BIT_SLOW = ("bitsandbytes 8-bit prefill is several times slower than bf16 (int8 matmuls with outlier "
                   "decomposition); prefer quantization='none' (bf16) whenever it fits")
+QUANTIZED_CPU_NOTE = ("on the CPU, bitsandbytes quantization is for checking whether quantization changes your "
+                      "results, not for speed: it runs slower than float32 here")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BYTES_PER_PARAM = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "8bit": 1.0, "4bit": 0.5}
 
@@ -116,6 +120,77 @@ def quantization_config(quantization: str):
                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_use_double_quant=True)
 
 
+@functools.lru_cache(maxsize=None)
+def bitsandbytes_cpu_problem(quantization: str) -> str | None:
+    """None when the installed bitsandbytes runs ``quantization`` (``8bit`` / ``4bit``) on the CPU, else why not.
+
+    Decided by running it: one small layer of that kind is quantized and given a forward pass on the CPU (older
+    releases, and builds without a CPU backend, fail here).
+    """
+    _quiet_bitsandbytes()
+    try:
+        import bitsandbytes as bnb
+    except Exception as err:  # not installed, or a broken build
+        return f"bitsandbytes does not import ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    try:
+        from transformers import BitsAndBytesConfig  # noqa: F401  (the loader needs it too)
+
+        with torch.no_grad():
+            if quantization == "8bit":
+                layer = bnb.nn.Linear8bitLt(64, 64, bias=False, has_fp16_weights=False, threshold=6.0)
+                layer.weight = bnb.nn.Int8Params(torch.randn(64, 64), requires_grad=False, has_fp16_weights=False)
+            else:
+                layer = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
+                layer.weight = bnb.nn.Params4bit(torch.randn(64, 64), requires_grad=False, quant_type="nf4")
+            out = layer.to("cpu")(torch.randn(2, 64))
+        if not torch.isfinite(out.float()).all():
+            return f"bitsandbytes {bnb.__version__} gave non-finite output for a {quantization} layer on the CPU"
+    except Exception as err:
+        first = str(err).splitlines()[0] if str(err) else ""
+        return f"bitsandbytes {getattr(bnb, '__version__', '?')} cannot run {quantization} on the CPU ({type(err).__name__}: {first})"
+    return None
+
+
+_BNB_NOTICES = {  # logger → the start of a notice that says nothing about the result, logged on every call or import
+    "bitsandbytes.autograd._functions": "MatMul8bitLt: inputs will be cast",  # recorded as activations_cast_to
+    "bitsandbytes.backends.cpu.ops": "Failed to load CPU gemm_4bit_forward from kernels-community",  # an optional
+    # faster kernel from a hub; the built-in CPU kernel is used instead (and nothing is downloaded)
+}
+
+
+def _quiet_bitsandbytes() -> None:
+    for name, start in _BNB_NOTICES.items():
+        logger = logging.getLogger(name)
+        if not any(getattr(f, "nbutils_notice", None) == start for f in logger.filters):
+            drop = logging.Filter()
+            drop.filter = lambda record, start=start: not str(record.msg).startswith(start)  # type: ignore[method-assign]
+            drop.nbutils_notice = start  # type: ignore[attr-defined]
+            logger.addFilter(drop)
+
+
+def quantization_details(net: torch.nn.Module, quantization: str, qconf) -> dict:
+    """What was really loaded, for the sidecar: bitsandbytes version, quant type, compute dtype, double quantization,
+    the 8-bit outlier threshold, how many linear layers are quantized, and where each part of the model sits."""
+    if quantization == "none" or qconf is None:
+        return {}
+    _quiet_bitsandbytes()
+    import bitsandbytes as bnb
+
+    kinds = {"8bit": bnb.nn.Linear8bitLt, "4bit": bnb.nn.Linear4bit}
+    n_quantized = sum(isinstance(m, kinds[quantization]) for m in net.modules())
+    placement = getattr(net, "hf_device_map", None) or {"": str(next(net.parameters()).device)}
+    out = {"bitsandbytes": bnb.__version__, "quantized_linear_layers": n_quantized,
+           "device_map": {k: str(v) for k, v in placement.items()}}
+    if quantization == "8bit":
+        # LLM.int8 casts each layer's input to float16 before quantizing it (bitsandbytes logs that on every call)
+        out.update(quant_type="llm.int8", llm_int8_threshold=float(qconf.llm_int8_threshold),
+                   activations_cast_to="float16")
+    else:
+        out.update(quant_type=qconf.bnb_4bit_quant_type, compute_dtype=str(qconf.bnb_4bit_compute_dtype).removeprefix("torch."),
+                   double_quant=bool(qconf.bnb_4bit_use_double_quant))
+    return out
+
+
 def choose_quantization(n_params: int, free_bytes: int, dtype: str = "bfloat16") -> tuple[str, str]:
     """The most exact precision whose weights fit ``free_bytes`` with ``ACTIVATION_ROOM`` left for activations:
     ``none`` (``dtype``), else ``8bit``, else ``4bit`` (NF4); ValueError naming the estimate when none fits."""
@@ -159,8 +234,9 @@ def check_fits_gpu(n_params: int, precision: str, free_bytes: int | None = None)
     return line
 
 
-def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dict]:
-    """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache."""
+def _load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Module, object, dict]:
+    """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache (``load_kwargs``, such as a
+    bitsandbytes config, apply to the load from that cache)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ..artifacts import sha256_file
@@ -188,7 +264,7 @@ def _load_embedded(name: str, torch_dtype) -> tuple[torch.nn.Module, object, dic
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(cached)
-    model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
+    model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, **load_kwargs)
     return model, tok, {**meta, "dequantized_cache": str(cached)}
 
 
@@ -207,10 +283,14 @@ def _auto_quantization(quantization: str, device: str, dtype: str, n_params) -> 
     reason = None
     if quantization == "auto":
         if not device.startswith("cuda"):
-            return "none", "quantization auto: none (CPU; bitsandbytes quantization needs a CUDA GPU)"
+            return "none", ("quantization auto: none (CPU: full precision; 8bit/4bit run on the CPU only when asked "
+                            "for, to check whether they change results)")
         quantization, reason = choose_quantization(n_params(), torch.cuda.mem_get_info()[0],
                                                    dtype if dtype != "float32" else "bfloat16")
         print(reason)
+    if quantization in ("8bit", "4bit") and not device.startswith("cuda"):
+        print(f"quantization: {quantization}: {QUANTIZED_CPU_NOTE}")
+        return quantization, f"set explicitly; {QUANTIZED_CPU_NOTE}"
     if quantization == "8bit":
         import warnings
 
@@ -239,11 +319,18 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     check_rescore_margin(rescore_margin)
     if quantization not in QUANTIZATION_CHOICES:
         raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {quantization!r}")
-    if quantization in ("8bit", "4bit") and not torch.cuda.is_available():
-        raise ValueError(f"quantization: {quantization!r} needs a CUDA GPU (bitsandbytes); none is available. "
-                         "Use quantization='none' or 'auto' on CPU")
+    if quantization in ("8bit", "4bit") and not device.startswith("cuda"):
+        problem = bitsandbytes_cpu_problem(quantization)
+        if problem:
+            raise ValueError(f"quantization: {quantization!r} cannot run on this CPU: {problem}. Install "
+                             "bitsandbytes >= 0.46 (its CPU backend), or use quantization='none'")
+        if masked:
+            raise ValueError("quantization: 8bit/4bit is for causal LMs here; use quantization='none' with masked: True")
     requested_dtype, requested_quantization = dtype, quantization
-    dtype, dtype_reason = choose_dtype(dtype, device, rescoring=rescore_margin != 0 and not masked)
+    if quantization in ("8bit", "4bit") and not device.startswith("cuda") and dtype == "auto":
+        dtype, dtype_reason = "float32", f"auto: {quantization} weights on the CPU, every other module in float32"
+    else:
+        dtype, dtype_reason = choose_dtype(dtype, device, rescoring=rescore_margin != 0 and not masked)
     if requested_dtype == "auto":
         print(f"dtype: {dtype} ({dtype_reason})")
     requested_margin = rescore_margin
@@ -257,7 +344,9 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     if model in EMBEDDED and not masked:
         quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: 135_000_000)
         rescore_margin, margin_note = _resolve_margin(rescore_margin, dtype, quantization, device)
-        net, tok, extra = _load_embedded(model, torch.float32 if rescore_margin else DTYPES[dtype])
+        qconf = quantization_config(quantization)
+        qkwargs = {} if qconf is None else dict(quantization_config=qconf, device_map={"": device})
+        net, tok, extra = _load_embedded(model, torch.float32 if rescore_margin else DTYPES[dtype], **qkwargs)
         meta.update(extra)
     else:
         kwargs = {"revision": revision} if revision else {}
@@ -274,8 +363,11 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
         qconf = quantization_config(quantization)
         load_kwargs = dict(kwargs, dtype=torch.float32 if rescore_margin else DTYPES[dtype])
         if qconf is not None:
-            print(check_fits_gpu(count_parameters(config), quantization))
-            load_kwargs.update(quantization_config=qconf, device_map="auto")
+            if device.startswith("cuda"):
+                print(check_fits_gpu(count_parameters(config), quantization))
+            # the whole model on the one device: an "auto" map could offload layers to the CPU or disk, where
+            # bitsandbytes runs them unquantized in float32 without a word
+            load_kwargs.update(quantization_config=qconf, device_map={"": device})
         elif device.startswith("cuda"):
             print(check_fits_gpu(count_parameters(config), dtype))
         check_architecture(config, masked)
@@ -285,6 +377,15 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
         print(f"rescore_margin: {requested_margin} requested, 0 used ({margin_note})")
     if quantization == "none":
         net = net.to(device)
+    else:
+        details = quantization_details(net, quantization, quantization_config(quantization))
+        elsewhere = sorted({v for v in details["device_map"].values() if v in ("cpu", "disk") and v != device})
+        if elsewhere:
+            raise ValueError(f"quantization: {quantization} placed modules on {elsewhere} beside {device}; bitsandbytes "
+                             "would run them unquantized. Use a GPU with room for the whole model, or 4bit")
+        if not details["quantized_linear_layers"]:
+            raise ValueError(f"quantization: {quantization} was asked for, but no layer of {model!r} was quantized")
+        meta["quantization_details"] = details
     net.eval()
     reference = None
     if rescore_margin:

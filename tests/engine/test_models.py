@@ -21,13 +21,6 @@ def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
         models.quantization_config("3bit")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
-@pytest.mark.parametrize("q", ["8bit", "4bit"])
-def test_quantization_without_cuda_is_a_clear_error(tiny_model_dir, q):
-    with pytest.raises(ValueError, match=f"^quantization: '{q}' needs a CUDA GPU"):
-        models.load_model(str(tiny_model_dir), quantization=q)
-
-
 @pytest.mark.parametrize("kwargs, parameter", [
     (dict(dtype="float8"), "dtype"), (dict(device="tpu"), "device"), (dict(threads=0), "threads"),
     (dict(model=""), "model"), (dict(model="no-such-org/no-such-model"), "model"),
