@@ -6,13 +6,16 @@ import argparse
 import sys
 
 
-def _value(text: str):
-    """A -p value as YAML (numbers, booleans, null, lists), else the plain string."""
-    import yaml
+def _value(text: str, name: str = "-p"):
+    """A -p value as YAML (numbers, booleans, null, lists), else the plain string; a mapping that gives a key twice
+    is an error."""
+    from .artifacts import DuplicateKeyError, read_yaml
 
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return read_yaml(text, f"-p {name}")
+    except DuplicateKeyError:
+        raise
+    except ValueError:
         return text
 
 
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             from .sweep import load_yaml, run_notebook
 
             params = load_yaml(args.param_file, None, "-f") if args.param_file else {}
-            params.update({k: _value(v) for k, v in args.params})
+            params.update({k: _value(v, k) for k, v in args.params})
             out = run_notebook(args.notebook, args.output, params, args.kernel)
             print(f"executed → {out}")
             return 0

@@ -24,6 +24,60 @@ class OverwriteError(FileExistsError):
     """A different result already exists where this one would be written."""
 
 
+class DuplicateKeyError(ValueError):
+    """A YAML mapping gives the same key twice (PyYAML alone would keep the last value without a word)."""
+
+
+def _strict_yaml_loader():
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice in one mapping."""
+
+    def mapping(loader, node, deep=False):
+        lines: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = loader.construct_object(key_node, deep=deep), key_node.start_mark.line + 1
+            try:
+                seen = key in lines
+            except TypeError:  # an unhashable key: the SafeLoader's own error names it
+                continue
+            if seen:
+                where = f"lines {lines[key]} and {line}" if lines[key] != line else f"both on line {line}"
+                raise DuplicateKeyError(f"key {key!r} is given twice ({where}); remove one: YAML would silently "
+                                        "keep the last")
+            lines[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return StrictLoader
+
+
+def read_yaml(text: str, source: str):
+    """Parse YAML text strictly; ``source`` names it in errors (a file path, or an option).
+
+    A key given twice in one mapping is a ValueError naming the key and both lines. A syntax error is a ValueError
+    that keeps YAML's problem, line and column (with a word on tabs, which YAML does not allow for indentation).
+    """
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_strict_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as err:
+        raise DuplicateKeyError(f"{source}: {err}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        rows = text.splitlines()
+        line = rows[mark.line] if mark is not None and mark.line < len(rows) else ""
+        tab = "\t" in line or "\\t" in problem  # the offending line holds a tab, or YAML names one
+        hint = "; YAML allows no tabs for indentation: use spaces" if tab else ""
+        raise ValueError(f"{source} is not valid YAML ({problem}{where}{hint})") from None
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()
@@ -80,8 +134,12 @@ def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: 
 
 
 def read_json(path: str | Path) -> dict:
-    """Read a JSON file."""
-    return json.loads(Path(path).read_text())
+    """Read a JSON file; a truncated or damaged one is a ValueError that names it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}): it was cut "
+                         "short or edited; restore it or regenerate what wrote it") from None
 
 
 def versions() -> dict[str, str | None]:

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from . import artifacts, paths, studies
 
@@ -44,14 +43,14 @@ class SweepReport:
 
 
 def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
-    """Read a YAML mapping; unknown keys are an error naming the file and the allowed keys."""
+    """Read a YAML mapping strictly (a key given twice is an error naming it and its lines); unknown keys are an error
+    naming the file and the allowed keys."""
     p = paths.resolve(path)
     if not p.exists():
         raise ValueError(f"{what}: {p} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ValueError(f"{what}: {p} is not valid YAML ({str(err).splitlines()[0]})") from None
+    if not p.is_file():
+        raise ValueError(f"{what}: {p} is not a file")
+    data = artifacts.read_yaml(p.read_text(), f"{what}: {p}") or {}
     if not isinstance(data, dict):
         raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
     if allowed is not None and set(data) - allowed:
@@ -201,6 +200,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
     run = paths.resolve(run_dir)
+    if run.exists() and not run.is_dir():
+        raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
     # every parameter file is checked against its notebook before anything runs
     ds = load_yaml(dataset, None, "dataset")
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))

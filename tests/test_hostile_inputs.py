@@ -68,6 +68,11 @@ def yaml_file(tmp_path, name, data) -> str:
     (dict(n_examples=6000), r"^n_examples: 6000 needs"),
     (dict(seed=-1), "^seed:"),
     (dict(seed=1.5), "^seed:"),
+    (dict(seed=2**64), r"^seed: must be an integer from 0 to 9223372036854775807"),
+    (dict(concepts=["more than 2/4", "more than 1/2", "less than 1/2"]),
+     r"^concepts: 'more than 2/4' and 'more than 1/2' are the same concept \(threshold 1/2\)"),
+    (dict(concepts=["more than 2/4", "less than 1/2"]),
+     r"^concepts: 'more than 2/4' and 'less than 1/2' write one threshold two ways \('2/4', '1/2'\)"),
 ])
 def test_bad_dataset_parameters(run, change, match):
     refused(run, lambda: mono.write_prompts(mono.generate_prompts(**{**GOOD, **change}), run, {**GOOD, **change}), match)
@@ -161,6 +166,60 @@ def test_a_sweep_file_that_is_not_yaml_and_an_unknown_study(run, tmp_path):
     refused(run, lambda: run_sweep(p), "^sweep: .*broken.yaml is not valid YAML")
     f = yaml_file(tmp_path, "s.yaml", {"study": "personality", "run_dir": str(run), "dataset": "x", "models": ["y"]})
     refused(run, lambda: run_sweep(f), r"^study: must be one of \[")
+
+
+def test_a_key_given_twice_is_refused_in_every_yaml_the_suite_reads(run, tmp_path):
+    """PyYAML keeps the last of two equal keys without a word: a second ``run_dir`` would send the analysis to another
+    run. Sweep, dataset and model files, ``-f`` parameter files and ``-p`` values all refuse it, naming key and lines."""
+    from nbutils.__main__ import main
+
+    ds, model = ROOT / "params/monotonicity/datasets/ci.yaml", ROOT / "params/models/smollm2-135m-instruct.yaml"
+    sweep = tmp_path / "twice.yaml"
+    sweep.write_text(f"run_dir: {run}\ndataset: {ds}\nmodels: [{model}]\nrun_dir: {tmp_path / 'other'}\n")
+    refused(run, lambda: run_sweep(sweep), r"^sweep: .*twice.yaml: key 'run_dir' is given twice \(lines 1 and 4\)")
+    assert not (tmp_path / "other").exists()
+    d = tmp_path / "d.yaml"
+    d.write_text("concepts: [more than 1/2]\nanalyze:\n  n_boot: 5\n  n_boot: 50\n")
+    refused(run, lambda: run_sweep(None, str(run), str(d), [str(model)]), r"^dataset: .*d.yaml: key 'n_boot' is given twice \(lines 3 and 4\)")
+    m = tmp_path / "m.yaml"
+    m.write_text("model: smollm2-135m-instruct\ndtype: float32\ndtype: bfloat16\n")
+    refused(run, lambda: run_sweep(None, str(run), str(ds), [str(m)]), r"^model: .*m.yaml: key 'dtype' is given twice")
+    before = snapshot(run)
+    assert main(["run", "notebooks/monotonicity/01_generate.ipynb", "-f", str(m)]) == 2
+    assert main(["run", "notebooks/monotonicity/01_generate.ipynb", "-p", "run_dir", str(run),
+                 "-p", "concepts", "{a: 1, a: 2}"]) == 2
+    assert snapshot(run) == before
+    assert artifacts.read_yaml("a: {b: 1}\nc: [1, 2]\n", "x") == {"a": {"b": 1}, "c": [1, 2]}, "nested keys may repeat across mappings"
+
+
+def test_a_tab_in_yaml_keeps_the_line_and_column_and_says_tab(run, tmp_path):
+    p = tmp_path / "tabbed.yaml"
+    p.write_text("run_dir: x\nmodels:\n\t- a.yaml\n")
+    refused(run, lambda: run_sweep(p), r"^sweep: .*tabbed.yaml is not valid YAML \(.* at line 3, column 1; YAML allows no "
+                                       r"tabs for indentation: use spaces\)")
+    folder = tmp_path / "a-folder.yaml"
+    folder.mkdir()
+    refused(run, lambda: run_sweep(folder), r"^sweep: .*a-folder.yaml is not a file")
+
+
+def test_a_run_dir_that_is_a_file_a_truncated_sidecar_and_an_oversized_dataset(run, tmp_path):
+    f = tmp_path / "not-a-folder"
+    f.write_text("x")
+    ds, model = ROOT / "params/monotonicity/datasets/ci.yaml", ROOT / "params/models/smollm2-135m-instruct.yaml"
+    refused(run, lambda: run_sweep(None, str(f), str(ds), [str(model)]), r"^run_dir: .*not-a-folder is a file; give a folder")
+    side = tmp_path / "cut.json"
+    side.write_text('{"complete": true, "model": "m')
+    with pytest.raises(ValueError, match=r"cut.json is not valid JSON \(Unterminated string .* at line 1, column \d+\): "
+                                         "it was cut short or edited"):
+        artifacts.read_json(side)
+    refused(run, lambda: mono.generate_prompts(**dict(GOOD, prompts_per_concept=10**8)),
+            r"^prompts_per_concept: 100000000 gives 400,000,000 prompts \(2 concepts × 2 conditions\), about "
+            r"1,200.0 GB of text before scoring; at most 2,000,000")
+
+
+def test_float16_on_a_cpu_is_said_to_be_slow(tiny_model_dir, capsys):
+    models.load_model(str(tiny_model_dir), device="cpu", dtype="float16", rescore_margin=0)
+    assert "dtype: float16 on a CPU is slow" in capsys.readouterr().out
 
 
 def test_a_single_notebook_run_checks_its_parameters_first(run):

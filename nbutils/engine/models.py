@@ -333,6 +333,9 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
         dtype, dtype_reason = choose_dtype(dtype, device, rescoring=rescore_margin != 0 and not masked)
     if requested_dtype == "auto":
         print(f"dtype: {dtype} ({dtype_reason})")
+    elif dtype == "float16" and not device.startswith("cuda"):
+        print("dtype: float16 on a CPU is slow (no native float16 matmuls here) and its close calls are re-scored in "
+              "float32, which can be every prompt; dtype: float32 or auto is faster and exact on a CPU")
     requested_margin = rescore_margin
     margin_note = None
     t0 = time.perf_counter()

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import re
+import unicodedata
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,8 +193,8 @@ def check_parameters(columns, choices, option_format: str, group_by, system, shu
         raise ValueError(f"system: must be a string (a system message for every row) or None, got {system!r}")
     if not isinstance(shuffle_options, bool):
         raise ValueError(f"shuffle_options: must be True or False, got {shuffle_options!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed: must be an integer ≥ 0, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= 2**63 - 1:
+        raise ValueError(f"seed: must be an integer from 0 to 2**63 − 1, got {seed!r}")
 
 
 def _check_options(opts: list, where: str, parameter: str) -> str | None:
@@ -201,7 +202,9 @@ def _check_options(opts: list, where: str, parameter: str) -> str | None:
     problem = None
     if len(opts) < 2:
         problem = f"needs at least 2 options, got {opts!r}"
-    elif any(not isinstance(o, str) or not o.strip() for o in opts):
+    elif any(_nested(o) for o in opts):
+        problem = f"each option must be one text, not a list or mapping, got {opts!r}"
+    elif any(not isinstance(o, str) or _blank(o) for o in opts):
         problem = f"options must be non-blank strings, got {opts!r}"
     elif len({normalize_answer(o) for o in opts}) != len(opts):
         problem = f"options must differ after case-folding and trimming, got {opts!r}"
@@ -239,20 +242,41 @@ def _is_text(s: pd.Series) -> bool:
     return s.dtype == object or pd.api.types.is_string_dtype(s.dtype)
 
 
+def _invisible(ch: str) -> bool:
+    """Whitespace, and characters that show nothing: format (zero-width space and joiners, BOM, soft hyphen),
+    control and separator characters."""
+    return ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
 def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+    return (v is None or (isinstance(v, float) and np.isnan(v))
+            or (isinstance(v, str) and all(_invisible(ch) for ch in v)))
+
+
+def _nested(v) -> bool:
+    """A list, mapping or array in a cell (Parquet list and struct columns, JSON arrays and objects)."""
+    return isinstance(v, (list, tuple, dict, np.ndarray))
+
+
+def _plain(v):
+    """JSON-ready: arrays → lists, numpy scalars → Python numbers (Parquet list and struct cells hold them)."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
 def _text(v) -> str:
-    return v if isinstance(v, str) else json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return v if isinstance(v, str) else json.dumps(v, default=_plain) if _nested(v) else str(v)
 
 
 def _row_options(v) -> list[str] | None:
     """A row's options: a list (JSONL, Parquet), a JSON list in a string, or texts separated by ``|``."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
-    if isinstance(v, (list, tuple)):
-        return [o.strip() if isinstance(o, str) else str(o) for o in v]
+    if isinstance(v, (list, tuple)):  # a nested list or mapping stays as it is, for the option check to refuse
+        return [o.strip() if isinstance(o, str) else o if _nested(o) or o is None else str(o) for o in v]
     if _blank(v):
         return []
     s = str(v).strip()
@@ -261,7 +285,8 @@ def _row_options(v) -> list[str] | None:
             parsed = json.loads(s)
         except json.JSONDecodeError:
             return None
-        return [o.strip() if isinstance(o, str) else str(o) for o in parsed] if isinstance(parsed, list) else None
+        return ([o.strip() if isinstance(o, str) else o if _nested(o) or o is None else str(o) for o in parsed]
+                if isinstance(parsed, list) else None)
     return [o.strip() for o in s.split("|")]
 
 
@@ -316,8 +341,13 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
         raise ValueError(f"group_by: data_file {raw.path.name} has no column(s) {missing}; its columns: {list(f.columns)}")
     n = len(f)
 
+    for key in ("prompt", "answer", "item_id", "system"):
+        if key in col:
+            _fail_rows(raw, np.flatnonzero(f[col[key]].map(_nested).to_numpy()), col[key],
+                       f"a list or mapping where one text was expected (the {key} of a row is a single value)")
     prompts = f[col["prompt"]]
-    _fail_rows(raw, np.flatnonzero(prompts.map(_blank).to_numpy()), col["prompt"], "blank prompt")
+    _fail_rows(raw, np.flatnonzero(prompts.map(_blank).to_numpy()), col["prompt"],
+               "blank prompt (empty, or only spaces and invisible characters)")
     prompts = prompts.map(_text)
     answers = f[col["answer"]]
     _fail_rows(raw, np.flatnonzero(answers.map(_blank).to_numpy()), col["answer"], "no answer")
@@ -376,6 +406,19 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
         item_id = pd.Series([f"row-{i + 1:05d}" for i in range(n)], index=f.index)
     row_id = item_id if item_id.is_unique else group + "::" + item_id
 
+    systems = _systems(f, col, system)
+    asked = pd.DataFrame({"prompt": prompts.to_numpy(), "options": [json.dumps(sorted(o)) for o in per],
+                          "system": systems if systems is not None else [None] * n,
+                          "gold": [normalize_answer(o[g]) for o, g in zip(per, gold_idx)]})
+    key = ["prompt", "options", "system"]
+    clash = asked.groupby(key, dropna=False)["gold"].transform("nunique") > 1
+    if clash.any():
+        first = asked.loc[clash, "prompt"].iloc[0]
+        golds = sorted(asked.loc[clash & (asked["prompt"] == first), "gold"].unique())
+        _fail_rows(raw, np.flatnonzero(clash.to_numpy()), col["answer"],
+                   f"the same prompt with the same options has different answers ({' vs '.join(golds)} for "
+                   f"{first[:60]!r}); one of them is wrong")
+
     order = [tuple(range(len(o))) for o in per]
     if shuffle_options:
         order = [tuple(int(j) for j in np.random.default_rng([seed, zlib.crc32(r.encode())]).permutation(len(o)))
@@ -397,7 +440,6 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
         "answer_raw": answers.map(_text).to_numpy(), "options": [json.dumps(list(o)) for o in shown],
         "scored": [json.dumps(list(s)) for s in scored], "n_options": np.array([len(o) for o in shown], dtype="int64"),
     })
-    systems = _systems(f, col, system)
     if systems is not None:
         out["system"] = systems
     used = {c for k, c in col.items()}

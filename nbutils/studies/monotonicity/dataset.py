@@ -34,9 +34,15 @@ def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | N
     return line if answer is None else f"{line} {'Yes' if answer else 'No'}."
 
 
-def _check_int(name: str, value, minimum: int) -> int:
+SEED_MAX = 2**63 - 1  # seeds are stored in an int64 column
+MAX_ROWS = 2_000_000  # prompts in one dataset: ~3 kB of text each, so ~6 GB in memory at the limit
+
+
+def _check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name}: must be an integer ≥ {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: must be an integer from {minimum} to {maximum} (2**63 − 1), got {value!r}")
     return int(value)
 
 
@@ -48,17 +54,35 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
     names = [c.name for c in parsed]
     if len(set(names)) != len(names):
         raise ValueError(f"concepts: duplicates are not allowed, got {names}")
+    by_value: dict = {}
+    for c in parsed:  # concepts are compared by value: "more than 2/4" is "more than 1/2"
+        key = (c.quantifier, c.family, c.value)
+        if key in by_value:
+            raise ValueError(f"concepts: {by_value[key].name!r} and {c.name!r} are the same concept (threshold "
+                             f"{c.value}); give it once")
+        by_value[key] = c
+    spelled: dict = {}
+    for c in parsed:  # an upward and a downward concept are paired by their threshold, so it must read the same
+        other = spelled.setdefault((c.family, c.value), c)
+        if other.threshold != c.threshold:
+            raise ValueError(f"concepts: {other.name!r} and {c.name!r} write one threshold two ways "
+                             f"({other.threshold!r}, {c.threshold!r}); write it one way, or their gap cannot be paired")
     if isinstance(conditions, str) or not conditions or any(c not in CONDITIONS for c in conditions):
         raise ValueError(f"conditions: must be a non-empty list drawn from {list(CONDITIONS)}, got {conditions!r}")
     if len(set(conditions)) != len(conditions):
         raise ValueError(f"conditions: duplicates are not allowed, got {conditions!r}")
     ppc = _check_int("prompts_per_concept", prompts_per_concept, 2)
+    rows = ppc * len(parsed) * len(conditions)
+    if rows > MAX_ROWS:
+        raise ValueError(f"prompts_per_concept: {ppc} gives {rows:,} prompts ({len(parsed)} concepts × {len(conditions)} "
+                         f"conditions), about {rows * 3e3 / 1e9:,.1f} GB of text before scoring; at most {MAX_ROWS:,} "
+                         "prompts per dataset (the paper's design is 38,000)")
     if ppc % 2:
         raise ValueError(f"prompts_per_concept: must be even (half the queries true, half false), got {ppc}")
     n = _check_int("n_examples", n_examples, 2)
     if n % 2:
         raise ValueError(f"n_examples: must be even (half positive, half negative examples), got {n}")
-    _check_int("seed", seed, 0)
+    _check_int("seed", seed, 0, SEED_MAX)
     for c in parsed:
         pos, neg = example_space(c)
         need = n // 2 + 1  # n/2 labeled examples plus one unseen query of the same label

@@ -37,6 +37,8 @@ COLUMNS = ["prompt_id", "question_id", "question_type", "persona_id", "persona",
 def _int(name: str, value, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
         raise ValueError(f"{name}: must be an integer ≥ {lo}, got {value!r}")
+    if name == "seed" and value > 2**63 - 1:
+        raise ValueError(f"seed: must be an integer from 0 to 2**63 − 1 (it is stored as int64), got {value!r}")
     return int(value)
 
 

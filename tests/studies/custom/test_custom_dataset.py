@@ -188,7 +188,7 @@ def test_duplicate_item_ids(tmp_path):
 def test_blank_prompt(tmp_path):
     msg = _err(tmp_path, "b.jsonl", '{"prompt": "ok?", "answer": "Yes"}\n{"prompt": "  ", "answer": "No"}\n'
                                     '{"answer": "No"}\n')
-    assert msg == "data_file: b.jsonl row 2 (line 2), row 3 (line 3) (column 'prompt'): blank prompt"
+    assert msg == "data_file: b.jsonl row 2 (line 2), row 3 (line 3) (column 'prompt'): blank prompt (empty, or only spaces and invisible characters)"
 
 
 def test_undecodable_bytes(tmp_path):
@@ -242,3 +242,47 @@ def test_bad_files(tmp_path):
     assert "line 2 is not valid JSON" in _err(tmp_path, "j.jsonl", '{"prompt": "a", "answer": "Yes"}\n{oops\n')
     assert "row 1 (line 2) has 3 fields; the header has 2" in _err(tmp_path, "f.csv", "prompt,answer\na, b,Yes\n")
     assert "set choices to the number of options" in _err(tmp_path, "c.csv", "prompt,answer,choices\np?,a,a|b\n")
+
+
+# ---------------------------------------------------------------- cells that are not one text, and contradictions
+
+def test_invisible_only_prompt_is_blank(tmp_path):
+    msg = _err(tmp_path, "z.jsonl", '{"prompt": "ok?", "answer": "Yes"}\n{"prompt": "\\u200b", "answer": "No"}\n'
+                                    '{"prompt": "\\ufeff \\u2060", "answer": "No"}\n')
+    assert msg.startswith("data_file: z.jsonl row 2 (line 2), row 3 (line 3) (column 'prompt'): blank prompt")
+
+
+def test_a_list_column_as_prompt_is_refused_naming_the_column(tmp_path):
+    frame = pd.DataFrame({"prompt": [["Is 3 > 2?"], ["Is 1 > 2?"]], "answer": ["Yes", "No"]})
+    frame.to_parquet(tmp_path / "l.parquet")
+    with pytest.raises(ValueError) as err:
+        load_items(tmp_path / "l.parquet")
+    assert str(err.value).startswith("data_file: l.parquet row 1, row 2 (column 'prompt'): a list or mapping where one "
+                                     "text was expected")
+
+
+def test_nested_options_are_refused_and_numbers_are_texts(tmp_path):
+    msg = _err(tmp_path, "o.jsonl", '{"prompt": "p?", "answer": "a", "choices": ["a", ["b", "c"], 3]}\n',
+               choices=3)
+    assert "(column 'choices'): each option must be one text, not a list or mapping" in msg
+    p = tmp_path / "n.jsonl"
+    p.write_text('{"prompt": "p?", "answer": "3", "choices": ["a", "b", 3]}\n')
+    items = load_items(p, choices=3)
+    assert json.loads(items["options"].iloc[0]) == ["a", "b", "3"] and items["answer"].iloc[0] == "3"
+
+
+def test_a_struct_column_travels_along_as_json_text(tmp_path):
+    frame = pd.DataFrame({"prompt": ["p?", "q?"], "answer": ["Yes", "No"],
+                          "meta": [{"tags": ["x", "y"], "n": 1}, {"tags": ["z"], "n": 2}]})
+    frame.to_parquet(tmp_path / "s.parquet")
+    items = load_items(tmp_path / "s.parquet")
+    assert json.loads(items["meta"].iloc[0]) == {"tags": ["x", "y"], "n": 1}
+
+
+def test_the_same_prompt_with_two_different_answers_is_refused(tmp_path):
+    msg = _err(tmp_path, "c.csv", "prompt,answer\nIs it?,Yes\nOther?,No\nIs it?,No\n")
+    assert msg == ("data_file: c.csv row 1 (line 2), row 3 (line 4) (column 'answer'): the same prompt with the same "
+                   "options has different answers (no vs yes for 'Is it?'); one of them is wrong")
+    p = tmp_path / "same.csv"
+    p.write_text("prompt,answer\nIs it?,Yes\nIs it?,yes.\n")  # the same answer twice is a repeat, not a contradiction
+    assert len(load_items(p)) == 2
