@@ -259,16 +259,24 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
         contrasts = {t: np.eye(len(names))[names.index(t)] for t in terms}
         if "ue" in terms:
             contrasts["u@explicit"] = contrasts["u"] + contrasts["ue"]
+        if k >= 2 and k <= len(names):
+            # the clustered (sandwich) covariance sums K cluster scores that add up to zero: its rank is at most
+            # K − 1, so with no more thresholds than coefficients it is singular and its SEs are meaningless
+            valid = False
+            notes.append(f"not estimable: the clustered GEE needs more thresholds than coefficients ({k} thresholds, "
+                         f"{len(names)} coefficients); use at least {len(names) + 1} thresholds")
         q = float(sps.t.ppf(0.975, dfree))
         for key, c in contrasts.items():
-            est, se = float(c @ fit.params.to_numpy()), float(np.sqrt(c @ cov @ c))
-            tval = est / se if se > 0 else np.nan
+            est, var = float(c @ fit.params.to_numpy()), float(c @ cov @ c)
+            se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
+            ok = valid and bool(np.isfinite(se))
             sep = [SEPARATION] if abs(est) > 8 else []
+            tval = est / se if ok else np.nan
             rows.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),
-                         "estimate": est, "se": se, "ci_low": est - q * se, "ci_high": est + q * se,
-                         "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)),
-                         "valid": valid and bool(np.isfinite(se)) and not sep, "meaning": TERM_NOTES[key],
-                         "note": "; ".join(notes + sep)})
+                         "estimate": est if ok else np.nan, "se": se if ok else np.nan,
+                         "ci_low": est - q * se if ok else np.nan, "ci_high": est + q * se if ok else np.nan,
+                         "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)) if ok else np.nan,
+                         "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep)})
     return pd.DataFrame(rows)
 
 

@@ -39,15 +39,8 @@ def test_planted_gap_is_detected_and_shrinks_when_explicit(prompts):
     assert cl["p_signflip"] == pytest.approx(0.25), "3 thresholds, all positive: the smallest exact p is 2/2^3"
     assert g.loc["explicit", "p_cmh"] > 0.01 and g.loc["explicit", "gap_ci_low"] < 0 < g.loc["explicit", "gap_ci_high"]
     mm = a.tables["mixed_model"]
-    assert set(mm["test"]) == {"gee_bias_reduced"} and mm["headline"].all() and mm["valid"].all()
-    gee = mm.set_index(["term", "condition"], drop=False)
-    up = gee.loc[("upward", "concept_learning")]
-    assert up["ci_low"] > 0 and up["p"] < 0.01 and up["df"] == 2, "t with K − 1 = 2 degrees of freedom"
-    assert up["p"] == pytest.approx(2 * sps.t.sf(up["estimate"] / up["se"], 2))
-    inter = mm[mm["term"] == "upward:explicit"].iloc[0]
-    assert inter["ci_high"] < 0, "the gap shrinks when the concept is explicit"
-    ex = gee.loc[("upward", "explicit")]
-    assert ex["ci_low"] < 0 < ex["ci_high"] and ex["estimate"] == pytest.approx(up["estimate"] + inter["estimate"])
+    assert set(mm["test"]) == {"gee_bias_reduced"} and mm["headline"].all()
+    assert not mm["valid"].any() and mm["p"].isna().all(), "3 thresholds, 4 coefficients: the GEE is not estimable"
     diff = a.tables["gap_difference"].iloc[0]
     assert diff["log_or_cl_minus_explicit"] > 1 and diff["ci_low"] > 0
     s = a.summary["biased"]["conditions"]["concept_learning"]
@@ -65,8 +58,26 @@ def test_zero_gap_is_not_detected(prompts):
     for r in a.tables["gap_pooled"].itertuples():
         # (the cluster bootstrap's percentile CI over 3 thresholds is too narrow to test with: see calibration.json)
         assert r.p_signflip > 0.05 and r.p_cmh > 0.05 and r.log_or_ci_low < 0 < r.log_or_ci_high
-    gee = a.tables["mixed_model"]
-    assert (gee["p"] > 0.05).all() and (gee["ci_low"] < 0).all() and (gee["ci_high"] > 0).all()
+    assert not a.tables["mixed_model"]["valid"].any(), "3 thresholds, 4 coefficients: the GEE is not estimable"
+
+
+def test_the_gee_finds_a_planted_gap_and_its_shrinking_and_no_gap_where_there_is_none(six_thresholds):
+    """Six thresholds, both conditions (4 coefficients): estimable. t(K − 1 = 5) p-values and CIs."""
+    mm = analysis.compute(simulate(six_thresholds, "biased", 0.85, 0.55, 0.85, seed=1), n_boot=100,
+                          use_r=False).tables["mixed_model"]
+    assert set(mm["test"]) == {"gee_bias_reduced"} and mm["headline"].all() and mm["valid"].all()
+    gee = mm.set_index(["term", "condition"], drop=False)
+    up = gee.loc[("upward", "concept_learning")]
+    assert up["ci_low"] > 0 and up["p"] < 0.01 and up["df"] == 5, "t with K − 1 = 5 degrees of freedom"
+    assert up["p"] == pytest.approx(2 * sps.t.sf(up["estimate"] / up["se"], 5))
+    inter = mm[mm["term"] == "upward:explicit"].iloc[0]
+    assert inter["ci_high"] < 0, "the gap shrinks when the concept is explicit"
+    ex = gee.loc[("upward", "explicit")]
+    assert ex["ci_low"] < 0 < ex["ci_high"] and ex["estimate"] == pytest.approx(up["estimate"] + inter["estimate"])
+    fair = analysis.compute(simulate(six_thresholds, "fair", 0.7, 0.7, 0.7, seed=2), n_boot=100,
+                            use_r=False).tables["mixed_model"]
+    assert fair["valid"].all() and (fair["p"] > 0.05).all()
+    assert (fair["ci_low"] < 0).all() and (fair["ci_high"] > 0).all()
 
 
 @pytest.mark.slow  # ~6 s
@@ -236,3 +247,22 @@ def test_without_r_the_gee_is_the_headline(six_thresholds, monkeypatch):
     assert {(r["term"], r["condition"]) for r in head} == {("upward", "concept_learning"), ("upward", "explicit"),
                                                            ("explicit", None), ("upward:explicit", None)}
     assert all(r["valid"] and r["df"] == 5 for r in head)
+
+
+def test_a_gee_with_no_more_thresholds_than_coefficients_is_not_estimable_and_shows_no_numbers(prompts):
+    """Two thresholds and both conditions (4 coefficients): the sandwich covariance of 2 cluster scores is singular,
+    so every GEE row is invalid, says why, and carries no estimate, SE, CI or p; no numerical warning escapes."""
+    import warnings
+
+    two = prompts[prompts["threshold"].isin(["1/2", "1/3"])]
+    d = simulate(two, "m", 0.85, 0.6, 0.85, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = stats.gee_model(d)
+    assert len(g) == 4 and not g["valid"].any()
+    assert g["note"].str.contains("not estimable: the clustered GEE needs more thresholds than coefficients "
+                                  r"\(2 thresholds, 4 coefficients\); use at least 5 thresholds").all()
+    assert g[["estimate", "se", "ci_low", "ci_high", "p"]].isna().all().all()
+    five = prompts[prompts["threshold"].isin(["1/2", "1/3", "1/4"])]  # 3 thresholds, 1 condition: 2 coefficients
+    g1 = stats.gee_model(simulate(five[five["condition"] == "concept_learning"], "m", 0.85, 0.6, 0.85, seed=4))
+    assert g1["valid"].all() and g1["se"].notna().all() and (g1["df"] == 2).all()
