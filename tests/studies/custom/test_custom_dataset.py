@@ -286,3 +286,15 @@ def test_the_same_prompt_with_two_different_answers_is_refused(tmp_path):
     p = tmp_path / "same.csv"
     p.write_text("prompt,answer\nIs it?,Yes\nIs it?,yes.\n")  # the same answer twice is a repeat, not a contradiction
     assert len(load_items(p)) == 2
+
+
+def test_the_load_notebook_defaults_work_for_any_file(tmp_path):
+    """The notebook's own defaults name no column a plain prompt/answer file may lack (e.g. ``concept``)."""
+    import papermill as pm
+
+    defaults = {k: v["default"] for k, v in pm.inspect_notebook(str(repo_root() / "notebooks/custom/01_load.ipynb")).items()}
+    assert defaults["group_by"] == "[]"
+    p = tmp_path / "plain.csv"
+    p.write_text("prompt,answer\nIs it?,Yes\nIs it not?,No\n")
+    items = load_items(p, group_by=json.loads(defaults["group_by"]))
+    assert list(items["group"]) == ["all", "all"]
