@@ -1,6 +1,7 @@
 """Safe, reproducible outputs: atomic writes, checksums, metadata sidecars, refusal to overwrite."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,10 +25,14 @@ class OverwriteError(FileExistsError):
     """A different result already exists where this one would be written."""
 
 
+SEED_MAX = 2**63 - 1  # the largest seed a dataset can record: seeds are stored in int64 columns
+
+
 class DuplicateKeyError(ValueError):
     """A YAML mapping gives the same key twice (PyYAML alone would keep the last value without a word)."""
 
 
+@functools.lru_cache(maxsize=1)
 def _strict_yaml_loader():
     import yaml
 

@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from . import artifacts, paths, studies
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"} | set(studies.RUN_ANALYSES)

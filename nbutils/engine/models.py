@@ -158,14 +158,23 @@ _BNB_NOTICES = {  # logger → the start of a notice that says nothing about the
 }
 
 
+class _DropNotice(logging.Filter):
+    """Drops the log records whose message starts with ``start``."""
+
+    def __init__(self, start: str):
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+_BNB_FILTERS = {name: _DropNotice(start) for name, start in _BNB_NOTICES.items()}
+
+
 def _quiet_bitsandbytes() -> None:
-    for name, start in _BNB_NOTICES.items():
-        logger = logging.getLogger(name)
-        if not any(getattr(f, "nbutils_notice", None) == start for f in logger.filters):
-            drop = logging.Filter()
-            drop.filter = lambda record, start=start: not str(record.msg).startswith(start)  # type: ignore[method-assign]
-            drop.nbutils_notice = start  # type: ignore[attr-defined]
-            logger.addFilter(drop)
+    for name, drop in _BNB_FILTERS.items():
+        logging.getLogger(name).addFilter(drop)  # a filter already there is not added again
 
 
 def quantization_details(net: torch.nn.Module, quantization: str, qconf) -> dict:
@@ -319,7 +328,8 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     check_rescore_margin(rescore_margin)
     if quantization not in QUANTIZATION_CHOICES:
         raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {quantization!r}")
-    if quantization in ("8bit", "4bit") and not device.startswith("cuda"):
+    quantized_on_cpu = quantization in ("8bit", "4bit") and not device.startswith("cuda")
+    if quantized_on_cpu:
         problem = bitsandbytes_cpu_problem(quantization)
         if problem:
             raise ValueError(f"quantization: {quantization!r} cannot run on this CPU: {problem}. Install "
@@ -327,7 +337,7 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
         if masked:
             raise ValueError("quantization: 8bit/4bit is for causal LMs here; use quantization='none' with masked: True")
     requested_dtype, requested_quantization = dtype, quantization
-    if quantization in ("8bit", "4bit") and not device.startswith("cuda") and dtype == "auto":
+    if quantized_on_cpu and dtype == "auto":
         dtype, dtype_reason = "float32", f"auto: {quantization} weights on the CPU, every other module in float32"
     else:
         dtype, dtype_reason = choose_dtype(dtype, device, rescoring=rescore_margin != 0 and not masked)
@@ -381,7 +391,7 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     if quantization == "none":
         net = net.to(device)
     else:
-        details = quantization_details(net, quantization, quantization_config(quantization))
+        details = quantization_details(net, quantization, qconf)
         elsewhere = sorted({v for v in details["device_map"].values() if v in ("cpu", "disk") and v != device})
         if elsewhere:
             raise ValueError(f"quantization: {quantization} placed modules on {elsewhere} beside {device}; bitsandbytes "

@@ -72,10 +72,9 @@ def test_quantized_model_loads_on_the_cpu_and_scores_close_to_float32(quant_mode
     print(f"{q}: max |Δ answer log-prob| vs float32 {diff:.4f}")
     assert 0 < diff < BOUND[q], "really quantized (not equal), and close"
 
-    s_got = sentence_logprobs(lm.model, lm.tokenizer, SENTENCES)["sum_logprob"].to_numpy()
-    s_ref = sentence_logprobs(exact.model, exact.tokenizer, SENTENCES)["sum_logprob"].to_numpy()
-    n_tokens = sentence_logprobs(exact.model, exact.tokenizer, SENTENCES)["n_tokens"].to_numpy()
-    per_token = np.abs(s_got - s_ref) / n_tokens
+    s_got = sentence_logprobs(lm.model, lm.tokenizer, SENTENCES)
+    s_ref = sentence_logprobs(exact.model, exact.tokenizer, SENTENCES)
+    per_token = (np.abs(s_got["sum_logprob"] - s_ref["sum_logprob"]) / s_ref["n_tokens"]).to_numpy()
     print(f"{q}: max |Δ sentence log-prob| per token vs float32 {per_token.max():.4f}")
     assert 0 < per_token.max() < BOUND[q], per_token
 

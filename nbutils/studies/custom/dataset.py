@@ -193,8 +193,8 @@ def check_parameters(columns, choices, option_format: str, group_by, system, shu
         raise ValueError(f"system: must be a string (a system message for every row) or None, got {system!r}")
     if not isinstance(shuffle_options, bool):
         raise ValueError(f"shuffle_options: must be True or False, got {shuffle_options!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= 2**63 - 1:
-        raise ValueError(f"seed: must be an integer from 0 to 2**63 − 1, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= artifacts.SEED_MAX:
+        raise ValueError(f"seed: must be an integer from 0 to {artifacts.SEED_MAX}, got {seed!r}")
 
 
 def _check_options(opts: list, where: str, parameter: str) -> str | None:
@@ -271,12 +271,18 @@ def _text(v) -> str:
     return v if isinstance(v, str) else json.dumps(v, default=_plain) if _nested(v) else str(v)
 
 
+def _option_values(items) -> list:
+    """Option entries as texts (trimmed; numbers written out); a nested list or mapping, or a null, stays as it is
+    for the option check to refuse."""
+    return [o.strip() if isinstance(o, str) else o if _nested(o) or o is None else str(o) for o in items]
+
+
 def _row_options(v) -> list[str] | None:
     """A row's options: a list (JSONL, Parquet), a JSON list in a string, or texts separated by ``|``."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
-    if isinstance(v, (list, tuple)):  # a nested list or mapping stays as it is, for the option check to refuse
-        return [o.strip() if isinstance(o, str) else o if _nested(o) or o is None else str(o) for o in v]
+    if isinstance(v, (list, tuple)):
+        return _option_values(v)
     if _blank(v):
         return []
     s = str(v).strip()
@@ -285,8 +291,7 @@ def _row_options(v) -> list[str] | None:
             parsed = json.loads(s)
         except json.JSONDecodeError:
             return None
-        return ([o.strip() if isinstance(o, str) else o if _nested(o) or o is None else str(o) for o in parsed]
-                if isinstance(parsed, list) else None)
+        return _option_values(parsed) if isinstance(parsed, list) else None
     return [o.strip() for o in s.split("|")]
 
 

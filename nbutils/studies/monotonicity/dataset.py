@@ -8,6 +8,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from ... import artifacts
 from .concepts import Concept, example_space, parse_concept
 
 PHRASE = "the desired quantity"  # the hidden concept, as the seeds write it
@@ -34,7 +35,6 @@ def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | N
     return line if answer is None else f"{line} {'Yes' if answer else 'No'}."
 
 
-SEED_MAX = 2**63 - 1  # seeds are stored in an int64 column
 MAX_ROWS = 2_000_000  # prompts in one dataset: ~3 kB of text each, so ~6 GB in memory at the limit
 
 
@@ -42,7 +42,7 @@ def _check_int(name: str, value, minimum: int, maximum: int | None = None) -> in
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name}: must be an integer ≥ {minimum}, got {value!r}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name}: must be an integer from {minimum} to {maximum} (2**63 − 1), got {value!r}")
+        raise ValueError(f"{name}: must be an integer from {minimum} to {maximum}, got {value!r}")
     return int(value)
 
 
@@ -82,7 +82,7 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
     n = _check_int("n_examples", n_examples, 2)
     if n % 2:
         raise ValueError(f"n_examples: must be even (half positive, half negative examples), got {n}")
-    _check_int("seed", seed, 0, SEED_MAX)
+    _check_int("seed", seed, 0, artifacts.SEED_MAX)
     for c in parsed:
         pos, neg = example_space(c)
         need = n // 2 + 1  # n/2 labeled examples plus one unseen query of the same label
@@ -157,7 +157,6 @@ def choice_items(prompts: pd.DataFrame):
 
 def write_prompts(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool = False) -> dict:
     """``{run_dir}/prompts.parquet`` + sidecar; refuses to replace a dataset made with other parameters."""
-    from ... import artifacts
     from ...paths import prompts_path
 
     return artifacts.write_dataset(df, prompts_path(run_dir), {"parameters": parameters, "nouns": len(nouns())},

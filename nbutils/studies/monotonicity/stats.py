@@ -259,7 +259,7 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
         contrasts = {t: np.eye(len(names))[names.index(t)] for t in terms}
         if "ue" in terms:
             contrasts["u@explicit"] = contrasts["u"] + contrasts["ue"]
-        if k >= 2 and k <= len(names):
+        if 2 <= k <= len(names):
             # the clustered (sandwich) covariance sums K cluster scores that add up to zero: its rank is at most
             # K − 1, so with no more thresholds than coefficients it is singular and its SEs are meaningless
             valid = False

@@ -34,11 +34,11 @@ COLUMNS = ["prompt_id", "question_id", "question_type", "persona_id", "persona",
            "text", "question", "options", "answer", "scored", "gold", "n_options", "chance", "source", "seed"]
 
 
-def _int(name: str, value, lo: int) -> int:
+def _int(name: str, value, lo: int, hi: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo:
         raise ValueError(f"{name}: must be an integer ≥ {lo}, got {value!r}")
-    if name == "seed" and value > 2**63 - 1:
-        raise ValueError(f"seed: must be an integer from 0 to 2**63 − 1 (it is stored as int64), got {value!r}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
     return int(value)
 
 
@@ -65,7 +65,7 @@ def word_pool() -> tuple[str, ...]:
 def null_strings(n: int, seed: int = 0) -> list[str]:
     """``n`` distinct random strings of 10 lowercase letters from a generator seeded by ``seed`` (the seed's null)."""
     _int("n_null_personas", n, 0)
-    rng = np.random.default_rng([_int("seed", seed, 0), zlib.crc32(b"null_random")])
+    rng = np.random.default_rng([_int("seed", seed, 0, artifacts.SEED_MAX), zlib.crc32(b"null_random")])
     letters = np.array(list(string.ascii_lowercase))
     out: list[str] = []
     while len(out) < n:
@@ -80,7 +80,7 @@ def null_words(n: int, seed: int = 0) -> list[str]:
     pool = word_pool()
     if _int("n_null_personas", n, 0) > len(pool):
         raise ValueError(f"n_null_personas: at most {len(pool)} (the irrelevant words shipped), got {n}")
-    rng = np.random.default_rng([_int("seed", seed, 0), zlib.crc32(b"null_word")])
+    rng = np.random.default_rng([_int("seed", seed, 0, artifacts.SEED_MAX), zlib.crc32(b"null_word")])
     return [pool[i] for i in rng.permutation(len(pool))[:n]]
 
 
@@ -200,7 +200,7 @@ def generate_questions(n_questions: int = 100, logic_share: float = 0.5, seed: i
     n = _int("n_questions", n_questions, 1)
     if isinstance(logic_share, bool) or not isinstance(logic_share, (int, float)) or not 0 <= logic_share <= 1:
         raise ValueError(f"logic_share: must be a number in [0, 1], got {logic_share!r}")
-    rng = np.random.default_rng([_int("seed", seed, 0), zlib.crc32(b"questions")])
+    rng = np.random.default_rng([_int("seed", seed, 0, artifacts.SEED_MAX), zlib.crc32(b"questions")])
     n_logic = int(round(n * logic_share))
     kinds = ["arithmetic"] * (n - n_logic) + [("quantifier", "syllogism")[k % 2] for k in range(n_logic)]
     rows, seen = [], set()
