@@ -1,7 +1,7 @@
 """What the library options do to the bf16 forward pass on this CPU: speed of each variant, and bf16's margin error.
 
-Issue 14 asks for the bf16 pass to be profiled and for the fixes a well-kept library offers to be tried (SDPA
-backends, oneDNN prepacking, ``torch.compile`` where it pays after its compile time). Each variant below scores the
+It profiles the bf16 pass and tries the fixes a well-kept library offers (SDPA backends, oneDNN prepacking,
+``torch.compile`` where it pays after its compile time). Each variant below scores the
 same prompts with a bf16 copy of the same model, in one process, one after the other; the table in the README comes
 from this script's JSON. Three accuracy variants (float32 LM head and final norm; autocast with a float32 residual
 stream) measure whether bf16's error on the Yes − No margin can be cut cheaply, which would shrink the calibrated

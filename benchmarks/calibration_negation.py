@@ -1,4 +1,4 @@
-"""Calibration of the negation study's mixed-model tests by simulation (issue 10, item 4, negation part).
+"""Calibration of the negation study's mixed-model tests by simulation.
 
 Simulates log-perplexity-like data with the study's design — roots × items × 2 contexts × 2 forms, root and item
 intercepts — and counts, per scenario, how often each reported test rejects at α = .05:

@@ -145,7 +145,7 @@ def build_requests(tokenizer, texts: Sequence[str], chat_template: str = "auto",
     return Requests(prompt_ids, option_ids, scored, use_chat, pad, refused)
 
 
-# Split precision (issue 14): the low-precision model prefills all but the last FLOAT32_TAIL tokens of a prompt;
+# Split precision: the low-precision model prefills all but the last FLOAT32_TAIL tokens of a prompt;
 # its key/value cache is cast to float32 and the float32 reference computes the tail and the answer. bf16's error
 # on the answer's margin comes mostly from the scored position's own path through the network, not from the cached
 # context it attends to: on SmolLM2-135M (696-token prompts) the tail cuts the largest margin error about 4×

@@ -218,7 +218,7 @@ class _ChoiceScorer:
         return plan_batches(self.lengths, batch_size, device, getattr(self, "token_budget", None))
 
     def calibrate(self, batches, prior: dict, size: int, on_records) -> dict:
-        """``rescore_margin: auto``: set the margin from a sample of this run's prompts scored both ways (issue 14),
+        """``rescore_margin: auto``: set the margin from a sample of this run's prompts scored both ways,
         or reuse the margin a resumed run's checkpoint recorded; the sample's float32 scores become its results."""
         if self.lm.meta.get("rescore_margin") != "auto" or self.lm.reference is None:
             return {}
@@ -406,7 +406,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     if old is not None and final.exists():
         return pd.read_parquet(final), old
     check_context(lm, scorer, data[spec.id_column].tolist())
-    prior = _prior_checkpoint(paths.sidecar(partial), expected)  # issue 14: a resumed run keeps its budget and margin
+    prior = _prior_checkpoint(paths.sidecar(partial), expected)  # a resumed run keeps its budget and margin
     scorer.token_budget = prior.get("token_budget") or lm.meta.get("token_budget")
     meta["token_budget"] = scorer.token_budget
     batches = scorer.plan(batch_size, str(_device(lm)))[shard_index::num_shards]
@@ -444,7 +444,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
         if state["since"] >= checkpoint_every:
             checkpoint()
 
-    if hasattr(scorer, "calibrate"):  # issue 14: calibrated re-scoring runs once, before the main loop
+    if hasattr(scorer, "calibrate"):  # calibrated re-scoring runs once, before the main loop
         calibration = scorer.calibrate(batches, prior, calibration_size, on_records)
         if calibration:
             meta.update(calibration)

@@ -196,7 +196,7 @@ def test_option_names_and_answer_normalisation():
     assert normalize_answer(" Yes. ") == "yes" and normalize_answer("No") == "no" and normalize_answer("B.") == "b"
 
 
-# ---------------------------------------------------------------- split precision (issue 14)
+# ---------------------------------------------------------------- split precision
 
 @pytest.mark.parametrize("model_name", ["tiny_llama", "tiny_gpt2"])
 @pytest.mark.parametrize("chat", ["always", "never"])

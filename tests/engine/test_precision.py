@@ -1,4 +1,4 @@
-"""Issue 14: dtype/quantization ``auto``, calibrated re-scoring, and the GPU token budget (CUDA mocked or skipped)."""
+"""dtype/quantization ``auto``, calibrated re-scoring, and the GPU token budget (CUDA mocked or skipped)."""
 from __future__ import annotations
 
 import numpy as np

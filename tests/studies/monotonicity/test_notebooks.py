@@ -1,5 +1,5 @@
 """Papermill smoke run of the study's notebooks on small parameters with the real embedded model, and the check
-that the redesign kept study 1's prompts and scores (recorded before the move, from commit b5ed2da)."""
+that the monotonicity study's prompts and scores equal recorded ones (data/ci_prompts.json, data/ci_scores.csv)."""
 from __future__ import annotations
 
 import hashlib
@@ -52,8 +52,8 @@ def test_real_model_scores_and_metadata(swept):
     assert meta["versions"]["torch"] and meta["prompts_per_second"] > 0
 
 
-def test_same_parameters_give_the_same_prompts_as_before_the_redesign():
-    """The CI dataset's content hash, recorded from the pre-redesign code, is reproduced exactly."""
+def test_same_parameters_give_the_recorded_prompts():
+    """The CI dataset's recorded content hash is reproduced exactly."""
     before = json.loads((DATA / "ci_prompts.json").read_text())
     df = generate_prompts(**before["dataset_params"])
     assert list(df.columns) == before["columns"] and len(df) == before["rows"]
@@ -62,8 +62,8 @@ def test_same_parameters_give_the_same_prompts_as_before_the_redesign():
     assert hashlib.sha256(canon).hexdigest() == before["content_sha256"]
 
 
-def test_same_model_gives_the_same_scores_as_before_the_redesign(swept):
-    """Embedded-model log-probs of the CI dataset through the new engine run equal the recorded ones within 1e-4."""
+def test_same_model_gives_the_recorded_scores(swept):
+    """Embedded-model log-probs of the CI dataset equal the recorded ones within 1e-4."""
     run, _ = swept
     before = pd.read_csv(DATA / "ci_scores.csv")
     now = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.parquet")
