@@ -2,10 +2,11 @@
 
 For each scenario, ``n_sims`` datasets are drawn from a logistic model with random intercepts for threshold, noun and
 prompt pair (both conditions of a prompt share one), optionally a gap that varies by threshold and a yes-bias;
-each is analysed with the study's own functions (``nbutils.studies.monotonicity.stats``) and the share of
-p < .05 (or, for the cluster bootstrap, of 95% CIs excluding 0) is reported with its Monte-Carlo SE. The GLMM
-(lme4 through R) is fitted for all simulations of a scenario in ONE ``Rscript`` call. A power table for the
-headline gap tests covers prompts per concept × number of thresholds.
+each is analysed with the study's own functions (``nbutils.studies.monotonicity.stats`` and the shared
+``nbutils.studies.common.quantifier_stats``) and the share of p < .05 (or, for the cluster bootstrap, of 95% CIs
+excluding 0) is reported with its Monte-Carlo SE. The GLMM (lme4 through R) is fitted for all simulations of a
+scenario in ONE ``Rscript`` call. A power table for the headline gap tests covers prompts per concept × number of
+thresholds.
 
 The run is split into parts so that each process stays short (every part writes its own JSON under
 ``--parts-dir``; ``--merge`` joins them into the results file and prints the markdown tables):
@@ -35,6 +36,7 @@ import pandas as pd
 
 from nbutils import artifacts
 from nbutils.rbridge import r_available, r_versions
+from nbutils.studies.common import quantifier_stats as qstats
 from nbutils.studies.monotonicity import stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +157,7 @@ def _model_rejections(t: pd.DataFrame, prefix: str) -> dict[str, bool]:
 
 def python_tests(d: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict[str, bool]:
     """Reject (True) or not, for every pure-Python test the analysis reports, on one simulated dataset."""
-    out = _model_rejections(stats.gee_model(d), "gee_bias_reduced")
+    out = _model_rejections(qstats.gee_model(d), "gee_bias_reduced")
     for r in stats.pooled_gap(d, n_boot=n_boot, seed=seed).itertuples(index=False):
         out[f"signflip_gap@{r.condition}"] = r.p_signflip < ALPHA
         out[f"cluster_bootstrap@{r.condition}"] = not (r.gap_ci_low <= 0 <= r.gap_ci_high)
@@ -209,14 +211,14 @@ def run_r(scenarios: list[str], n_sims: int, k: int, n: int, seed: int) -> list[
         sc = SCENARIOS[name]
         rng = np.random.default_rng([seed, 100 + list(SCENARIOS).index(name)])
         t0 = time.perf_counter()
-        data = pd.concat([stats.glmm_input(simulate(sc, k, n, rng, model=f"s{i}")) for i in range(n_sims)])
-        info, terms = stats.run_glmm(data, seed=seed)
+        data = pd.concat([qstats.glmm_input(simulate(sc, k, n, rng, model=f"s{i}")) for i in range(n_sims)])
+        info, terms = qstats.run_glmm(data, seed=seed)
         outcomes = []
         for i in range(n_sims):
             t = terms[terms["unit"] == f"s{i}"]
             o = {}
             for r in t.itertuples(index=False):
-                term, cond = stats.TERM_NAMES[r.key], stats._term_condition(r.key, [CL, EX])
+                term, cond = qstats.TERM_NAMES[r.key], qstats._term_condition(r.key, [CL, EX])
                 key = f"glmm_lrt:{term}" + (f"@{cond}" if cond else "")
                 o[key] = bool(r.valid) and bool(r.p < ALPHA)
                 o[key + "#invalid"] = not bool(r.valid)
@@ -241,7 +243,7 @@ def run_power(odds_ratio: float, ks: list[int], ns: list[int], n_sims: int, seed
             gee, sf = [], []
             for i in range(n_sims):
                 d = simulate(sc, k, n, rng, conditions=(CL,))
-                g = stats.gee_model(d)
+                g = qstats.gee_model(d)
                 g = g[g["term"] == "upward"].iloc[0]
                 gee.append(bool(g["valid"]) and g["p"] < ALPHA)
                 sf.append(stats.pooled_gap(d, n_boot=10, seed=i)["p_signflip"].iloc[0] < ALPHA)

@@ -42,8 +42,8 @@ def main() -> int:
         elapsed = time.perf_counter() - t
         meta = artifacts.read_json(paths.sidecar(paths.score_file(run, "smollm2-135m-instruct")))
     result = {"seconds": round(elapsed, 1), "limit_seconds": args.limit, "within_limit": elapsed <= args.limit,
-              "n_prompts": meta["n_prompts"], "scoring_seconds": meta["elapsed_seconds"],
-              "prompts_per_second": meta["prompts_per_second"], "model_load_seconds": meta["load_seconds"],
+              "n_prompts": meta["n_rows"], "scoring_seconds": meta["elapsed_seconds"],
+              "prompts_per_second": meta["rows_per_second"], "model_load_seconds": meta["load_seconds"],
               "cpu_steal_share_before": round(steal_before, 3), "failed": report.failed,
               "created": artifacts.now_utc(), "versions": artifacts.versions()}
     print(result)

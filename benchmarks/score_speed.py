@@ -27,7 +27,8 @@ import torch
 
 from nbutils import artifacts
 from nbutils.engine.batching import plan_batches
-from nbutils.engine.choices import answer_logprobs, build_requests, naive_answer_logprobs, render_chat, score_batches
+from nbutils.engine.choices import (FLOAT32_TAIL, answer_logprobs, build_requests, naive_answer_logprobs, render_chat,
+                                    score_batches)
 from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, calibrate
 from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
 from nbutils.studies.monotonicity.dataset import generate_prompts
@@ -228,7 +229,7 @@ def main() -> None:
         margin_arg = "auto" if args.rescore_margin == "auto" else float(args.rescore_margin)
         fast = load_model(args.model, dtype="bfloat16", rescore_margin=margin_arg, threads=args.threads)
         bf16_timer = ForwardTimer(fast.model)
-        tail = fast.meta["float32_tail_tokens"] if args.float32_tail is None else args.float32_tail
+        tail = (FLOAT32_TAIL if fast.reference is not None else 0) if args.float32_tail is None else args.float32_tail
         margin = margin_arg
         if margin_arg == "auto":  # once, over all prompts, as score_run does; its time is the fast path's
             t = time.perf_counter()

@@ -1,5 +1,9 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
-``python -m nbutils merge RUN_DIR MODEL_SLUG`` and ``python -m nbutils studies``."""
+``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils studies`` and ``python -m nbutils where``.
+
+Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
+nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
+working directory. notebooks/… and params/… files missing there come from the copy packed into the package."""
 from __future__ import annotations
 
 import argparse
@@ -21,7 +25,8 @@ def _value(text: str, name: str = "-p"):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
-    parser = argparse.ArgumentParser(prog="nbutils", description=__doc__)
+    parser = argparse.ArgumentParser(prog="nbutils", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sw = sub.add_parser("sweep", help="generate once, score every model, analyze (papermill)")
     sw.add_argument("sweep_file", nargs="?", help="YAML with study, run_dir, dataset, models, analyze (e.g. params/demo.yaml)")
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument("--limit", type=int, help="the limit of a limited sharded run")
     mg.add_argument("--overwrite", action="store_true")
     sub.add_parser("studies", help="list the registered studies")
+    sub.add_parser("where", help="print the project root and where the shipped notebooks and parameter files are")
     args = parser.parse_args(argv)
     try:
         if args.command == "sweep":
@@ -69,7 +75,14 @@ def main(argv: list[str] | None = None) -> int:
             for s in REGISTRY.values():
                 print(f"{s.name:14s} {s.scorer:9s} {s.dataset_file:18s} {s.description}")
             return 0
-        from .engine.runs import merge_shards
+        if args.command == "where":
+            from . import paths
+
+            print(f"root: {paths.root()}")
+            print(f"shipped notebooks: {paths.shipped_copy('notebooks') or '-'}")
+            print(f"shipped params: {paths.shipped_copy('params') or '-'}")
+            return 0
+        from .runstore import merge_shards
 
         df, meta = merge_shards(args.run_dir, args.slug, limit=args.limit, overwrite=args.overwrite)
         print(f"merged {len(meta['merged_from'])} shards, {len(df)} rows → scores/{args.slug}.parquet")

@@ -253,16 +253,19 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
 
-def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=()) -> list[Path]:
+def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
+                   float_format: str = "%.3f") -> list[Path]:
     """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
-    ``latex``; the row index kept for those in ``index``), each of ``figures`` (name → matplotlib figure) as PNG and
-    PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
+    ``latex``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
+    stay in ``a.tables`` for the reader but are not written), each of ``figures`` (name → matplotlib figure) as PNG
+    and PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
     import matplotlib.pyplot as plt
 
     tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
     files = []
     for name, t in a.tables.items():
-        files += write_table(t, tdir / name, index=name in index, latex=name in latex)
+        if name not in skip:
+            files += write_table(t, tdir / name, index=name in index, latex=name in latex, float_format=float_format)
     for name, fig in figures.items():
         files += save_figure(fig, fdir / name)
         plt.close(fig)

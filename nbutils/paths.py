@@ -1,4 +1,18 @@
-"""Where things live: the repository root and the whole layout of a run directory.
+"""Where things live: the project root, the notebooks and parameter files, and the whole layout of a run directory.
+
+Every relative path (a run directory, a sweep or parameter file, a notebook) is taken from the project root,
+``root()``, which is the first of:
+
+1. the folder in the environment variable ``NBUTILS_ROOT``;
+2. the working directory, or the nearest folder above it, that is a checkout of a project: it holds both
+   ``pyproject.toml`` and a ``notebooks/`` folder;
+3. the checkout this package was installed from with ``pip install -e``;
+4. the working directory.
+
+So a clone works from any folder inside it, and ``pip install`` elsewhere writes runs under the folder you run from.
+The notebooks and parameter files the suite ships (``notebooks/…``, ``params/…``) are looked up in the root first,
+then in the checkout the package was installed from, else in the copy packed into the package (``nbutils/_bundled/``):
+``nbutils sweep params/demo.yaml`` runs from any folder, and a ``params/`` of your own in the root takes precedence.
 
 Every file name under a run directory is spelled here and nowhere else:
 
@@ -11,23 +25,74 @@ Every file name under a run directory is spelled here and nowhere else:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
+ROOT_ENV = "NBUTILS_ROOT"
+SHIPPED = ("notebooks", "params")  # top-level folders of the repository that are also packed into the package
+BUNDLED = Path(__file__).resolve().parent / "_bundled"  # their packed copy (present in a built wheel only)
+
+
+def is_checkout(folder: Path) -> bool:
+    """Whether ``folder`` is a project checkout: it holds ``pyproject.toml`` and a ``notebooks/`` folder."""
+    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir()
+
+
+def installed_checkout() -> Path | None:
+    """The checkout this package was installed from (``pip install -e``), or None for an installed copy."""
+    folder = Path(__file__).resolve().parent.parent
+    return folder if is_checkout(folder) and (folder / "nbutils").is_dir() else None
+
 
 def repo_root() -> Path:
-    """The checkout this package was installed from (the folder holding pyproject.toml)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").exists() and (parent / "nbutils").is_dir():
-            return parent
-    raise RuntimeError(f"nbutils is not inside a checkout with pyproject.toml (it is at {here})")
+    """The checkout this package was installed from; a RuntimeError for a copy installed without ``-e``.
+
+    For the folder relative paths are taken from, use ``root()``.
+    """
+    found = installed_checkout()
+    if found is None:
+        raise RuntimeError(f"nbutils is not installed from a checkout (it is at {Path(__file__).resolve().parent}); "
+                           f"install it with `pip install -e <checkout>`, or use paths.root()")
+    return found
+
+
+def root() -> Path:
+    """The project root every relative path is taken from (the rule is in this module's docstring)."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        folder = Path(env).expanduser().absolute()
+        if not folder.is_dir():
+            raise ValueError(f"{ROOT_ENV}: {folder} is not an existing folder")
+        return folder
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        if is_checkout(folder):
+            return folder
+    return installed_checkout() or cwd
+
+
+def shipped_copy(path: str | Path) -> Path | None:
+    """Where the suite's own copy of a relative ``notebooks/…`` or ``params/…`` path lies (the checkout the package
+    was installed from, else the copy packed into the package), or None when it has none."""
+    p = Path(path)
+    if p.is_absolute() or not p.parts or p.parts[0] not in SHIPPED:
+        return None
+    found = installed_checkout()
+    base = found if found is not None else BUNDLED
+    return base / p if (base / p).exists() else None
 
 
 def resolve(path: str | Path) -> Path:
-    """Absolute paths stay; relative ones are taken from the repo root, never the working directory."""
+    """Absolute paths stay; relative ones are taken from ``root()``. A ``notebooks/…`` or ``params/…`` path missing
+    there is the suite's own copy when it ships one (``shipped_copy``)."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() else repo_root() / p
+    if p.is_absolute():
+        return p
+    here = root() / p
+    if here.exists():
+        return here
+    return shipped_copy(p) or here
 
 
 def model_slug(model: str) -> str:

@@ -2,6 +2,8 @@
 
 The sweep names no study: it reads the registry (``nbutils.studies``) and checks every parameter file against
 the notebook's own ``parameters`` cell (``papermill.inspect_notebook``), so a typo is an error, not a default.
+Relative paths (sweep, parameter and notebook files, run directories) are taken from the project root, where the
+notebooks also run (``nbutils.paths.root``); notebooks and parameter files missing there come from the package's copy.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, paths, studies
+from . import artifacts, paths, runstore, studies
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"} | set(studies.RUN_ANALYSES)
 
@@ -79,7 +81,7 @@ def execute(notebook: str, output: Path, parameters: dict, kernel: str | None = 
 
     output.parent.mkdir(parents=True, exist_ok=True)
     pm.execute_notebook(str(paths.resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
-                        cwd=str(paths.resolve(".")), progress_bar=progress, log_output=False)
+                        cwd=str(paths.root()), progress_bar=progress, log_output=False)
 
 
 def run_notebook(notebook: str, output: str | None, parameters: dict, kernel: str | None = None) -> Path:
@@ -237,10 +239,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
             execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
             spec = record.spec
             for p in model_params:
-                slug = paths.model_slug(p["model"])
-                from .engine import runs
-
-                if not p.get("overwrite") and runs.is_done(run, spec, p):
+                slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+                if not p.get("overwrite") and runstore.is_done(run, spec, p):
                     print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
                     report.skipped.append(slug)
                     continue

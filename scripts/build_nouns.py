@@ -1,4 +1,4 @@
-"""Rebuild nbutils/data/nouns.tsv: the 100 most frequent countable nouns among a candidate list.
+"""Rebuild nbutils/studies/common/data/nouns.tsv: the 100 most frequent countable nouns among a candidate list.
 
 The seeds took the countable nouns of the Oxford 3000 list and kept the 100 most frequent in
 OLMo-2's training corpus. Neither the Oxford list nor that corpus is reachable offline, so this
@@ -39,7 +39,7 @@ def main() -> None:
 
     pairs = [c.split(":") for c in CANDIDATES]
     ranked = sorted(pairs, key=lambda p: (-zipf_frequency(p[0], "en"), p[0]))[:100]
-    out = Path(__file__).resolve().parents[1] / "nbutils" / "data" / "nouns.tsv"
+    out = Path(__file__).resolve().parents[1] / "nbutils" / "studies" / "common" / "data" / "nouns.tsv"
     lines = ["singular\tplural\tzipf_en"]
     lines += [f"{s}\t{p}\t{zipf_frequency(s, 'en'):.2f}" for s, p in ranked]
     out.write_text("\n".join(lines) + "\n")

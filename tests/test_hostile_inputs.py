@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from nbutils import artifacts, paths, studies
-from nbutils.engine import models, runs
+from nbutils import artifacts, paths, runstore, studies
+from nbutils.engine import models, run as scoring
 from nbutils.studies.monotonicity import dataset as mono
 from nbutils.studies.negation import dataset as neg
 from nbutils.sweep import check_parameters, run_lock, run_sweep
@@ -98,26 +98,26 @@ def test_bad_warn_tokens(run):
     (dict(spec=NSPEC, rescore_margin=0.5), "^rescore_margin: applies to answer choices only"),
 ])
 def test_bad_run_parameters(run, bad, match):
-    refused(run, lambda: runs.check_params(**bad), match)
+    refused(run, lambda: scoring.check_params(**bad), match)
 
 
 def test_a_dataset_edited_after_it_was_written_is_refused_before_scoring(run):
     p = paths.prompts_path(run)
     df = pd.read_parquet(p)
     artifacts.write_parquet(df.assign(label=~df["label"]), p)
-    refused(run, lambda: runs.read_dataset(run, SPEC), r"^run_dir: .*prompts.parquet does not match the sha256")
+    refused(run, lambda: runstore.read_dataset(run, SPEC), r"^run_dir: .*prompts.parquet does not match the sha256")
 
 
 def test_no_dataset_names_the_notebook_that_makes_it(tmp_path):
     tmp_path.joinpath("empty").mkdir()
-    refused(tmp_path / "empty", lambda: runs.read_dataset(tmp_path / "empty", NSPEC),
+    refused(tmp_path / "empty", lambda: runstore.read_dataset(tmp_path / "empty", NSPEC),
             r"^run_dir: no dataset at .*stimuli.parquet; run notebooks/negation/01_stimuli.ipynb")
 
 
 def test_prompts_longer_than_the_window_are_an_error(run, tiny_model_dir):
     lm = models.load_model(str(tiny_model_dir), device="cpu")
     lm.model.config.max_position_embeddings = 100
-    refused(run, lambda: runs.score_run(run, lm, SPEC, progress=False),
+    refused(run, lambda: scoring.score_run(run, lm, SPEC, progress=False),
             r"^context: 16 of 16 inputs are longer than the model's window of 100 tokens \(longest: '.*', \d+ tokens\)")
 
 
@@ -276,3 +276,117 @@ def test_analysis_with_no_usable_scores_says_why(run):
     from nbutils.studies.monotonicity.analysis import analyze_run
 
     refused(run, lambda: analyze_run(run), r"^run_dir: no complete scores of the current dataset .*some-model.json: stale")
+
+
+# ---------------------------------------------------------------- score files and shards, trusted no more than datasets
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, tiny_model_dir):
+    """A run scored whole and in two shards by the tiny model (float32): the files a researcher would have."""
+    r = tmp_path_factory.mktemp("scored") / "run"
+    mono.write_prompts(mono.generate_prompts(**GOOD), r, GOOD)
+    lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
+    scoring.score_run(r, lm, SPEC, progress=False)
+    for i in range(2):
+        scoring.score_run(r, lm, SPEC, progress=False, shard_index=i, num_shards=2)
+    return r, paths.model_slug(str(tiny_model_dir))
+
+
+def _copy(src, tmp_path):
+    import shutil
+
+    dst = tmp_path / "run"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _rewrite(path, df, keep_sha=False):
+    """Overwrite a score file by hand; the sidecar keeps its recorded sha256, or forgets it (an older file)."""
+    artifacts.write_parquet(df, path)
+    if not keep_sha:
+        side = artifacts.read_json(paths.sidecar(path))
+        side.pop("scores_sha256", None)
+        artifacts.write_json(side, paths.sidecar(path))
+
+
+def _shard(run, slug, i):
+    return paths.score_file(run, slug, None, i, 2)
+
+
+def test_a_shard_missing_a_row_or_replaced_by_another_is_not_merged(scored, tmp_path):
+    src, slug = scored
+    run = _copy(src, tmp_path / "a")
+    s0 = pd.read_parquet(_shard(run, slug, 0))
+    _rewrite(_shard(run, slug, 0), s0.iloc[1:])
+    refused(run, lambda: runstore.merge_shards(run, slug, overwrite=True), r"^slug: the shards of .* together miss 1 of the 16 planned rows")
+    run = _copy(src, tmp_path / "b")
+    _shard(run, slug, 1).write_bytes(_shard(run, slug, 0).read_bytes())  # shard 1's file replaced by shard 0's
+    refused(run, lambda: runstore.merge_shards(run, slug, overwrite=True), r"^slug: shard .*shard-1-of-2.parquet changed after it was written")
+    _rewrite(_shard(run, slug, 1), s0)  # shard 1 holding shard 0's rows, its sidecar without a sha256
+    refused(run, lambda: runstore.merge_shards(run, slug, overwrite=True), r"repeat 8 row id\(s\)")
+
+
+def test_shards_of_two_splits_are_named(scored, tmp_path, tiny_model_dir):
+    src, slug = scored
+    run = _copy(src, tmp_path)
+    side = artifacts.read_json(paths.sidecar(_shard(run, slug, 1)))
+    odd = paths.score_file(run, slug, None, 2, 3)
+    odd.write_bytes(_shard(run, slug, 1).read_bytes())
+    artifacts.write_json(dict(side, num_shards=3, shard_index=2), paths.sidecar(odd))
+    refused(run, lambda: runstore.merge_shards(run, slug), r"^slug: .* has shards of 2 different splits \(-of-2: .*; -of-3: ")
+
+
+def test_a_merged_run_is_not_told_to_merge_again(scored, tmp_path):
+    src, slug = scored
+    run = _copy(src, tmp_path)
+    for f in paths.scores_dir(run).glob(f"{slug}.parquet"):
+        f.unlink()
+        paths.sidecar(f).unlink()
+    df, meta = runstore.merge_shards(run, slug)
+    assert meta["scores_sha256"] == artifacts.sha256_file(paths.score_file(run, slug))
+    scores = runstore.load_scores(run, SPEC)
+    assert len(scores) == 16 and runstore.excluded_notes(scores) == []
+
+
+@pytest.mark.parametrize("edit, note", [
+    (lambda d: d.iloc[1:], "changed after it was written"),  # a row deleted, sidecar intact
+    (lambda d: d.rename(columns={"correct": "ok"}), "changed after it was written"),
+])
+def test_an_edited_score_file_is_excluded_with_its_name(scored, tmp_path, edit, note):
+    src, slug = scored
+    run = _copy(src, tmp_path)
+    path = paths.score_file(run, slug)
+    _rewrite(path, edit(pd.read_parquet(path)), keep_sha=True)
+    refused(run, lambda: runstore.load_scores(run, SPEC), rf"^run_dir: no complete scores .*{slug}.json: edited \(.*{note}")
+
+
+@pytest.mark.parametrize("edit, note", [
+    (lambda d: d.iloc[:2], r"its rows miss 14 of the 16 planned rows"),  # a "complete" file of 2 rows
+    (lambda d: pd.concat([d, d.iloc[:1]]), r"its rows repeat 1 row id"),
+    (lambda d: d.assign(prompt_id=d["prompt_id"].where(d.index > 0, "no-such-id")), r"hold 1 id\(s\) that are not planned"),
+    (lambda d: d.assign(logp_yes=d["logp_yes"].where(d["choice"] == "Yes", 0.0),  # the option not chosen edited to 0.0
+                        logp_no=d["logp_no"].where(d["choice"] == "No", 0.0)), r"'choice' is not the option with the highest"),
+    (lambda d: d.assign(margin=d["margin"] + 0.5), r"'margin' disagrees with its log-probs"),
+    (lambda d: d.drop(columns="correct"), r"has no 'correct' column"),
+])
+def test_an_older_score_file_is_checked_by_its_rows(scored, tmp_path, edit, note):
+    """A file whose sidecar has no sha256 (written before sidecars recorded one) is checked row by row."""
+    src, slug = scored
+    run = _copy(src, tmp_path)
+    path = paths.score_file(run, slug)
+    _rewrite(path, edit(pd.read_parquet(path)))
+    refused(run, lambda: runstore.load_scores(run, SPEC), rf"{slug}.json: edited \(.*{note}")
+
+
+def test_an_edited_file_beside_a_good_one_is_left_out_with_a_note(scored, tmp_path):
+    src, slug = scored
+    run = _copy(src, tmp_path)
+    path = paths.score_file(run, slug)
+    other = paths.score_file(run, "other-model")
+    other.write_bytes(path.read_bytes())
+    artifacts.write_json(artifacts.read_json(paths.sidecar(path)), paths.sidecar(other))
+    _rewrite(other, pd.read_parquet(other).iloc[2:], keep_sha=True)
+    scores = runstore.load_scores(run, SPEC)
+    assert set(scores["model"]) == {slug}
+    assert any(n.startswith("not analysed: other-model.json is not as written: other-model.parquet changed after")
+               for n in runstore.excluded_notes(scores))

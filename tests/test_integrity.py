@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from nbutils import artifacts, paths, studies
-from nbutils.engine import runs
+from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.studies.monotonicity import analysis
 from nbutils.studies.monotonicity import dataset as mono
@@ -25,7 +25,7 @@ def test_regenerating_sets_the_old_scores_aside_and_analysis_lists_them(tmp_path
     run = tmp_path / "run"
     mono.write_prompts(mono.generate_prompts(**A), run, A)
     lm = load_model(str(tiny_model_dir), device="cpu")
-    runs.score_run(run, lm, SPEC, progress=False)
+    scoring.score_run(run, lm, SPEC, progress=False)
     slug = paths.model_slug(lm.meta["model"])
     old_scores = pd.read_parquet(paths.score_file(run, slug))
     b = dict(A, seed=1)  # same prompt ids, other content: the case that used to join old scores to new prompts
@@ -37,7 +37,7 @@ def test_regenerating_sets_the_old_scores_aside_and_analysis_lists_them(tmp_path
     assert len(stale) == 1 and pd.read_parquet(stale[0]).equals(old_scores), "set aside, not deleted"
     with pytest.raises(ValueError, match=r"no complete scores of the current dataset .*stale"):
         analysis.analyze_run(run, n_boot=20)
-    runs.score_run(run, lm, SPEC, progress=False)
+    scoring.score_run(run, lm, SPEC, progress=False)
     result = analysis.analyze_run(run, n_boot=20)
     assert result.scores["model"].nunique() == 1
     assert any("not analysed: .stale/" in n and "earlier version of the dataset" in n for n in result.notes)

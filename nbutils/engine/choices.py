@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from ..spec import LETTERS, YES_NO, ChoiceItems, DatasetSpec, normalize_answer  # noqa: F401 - LETTERS for callers
 from .batching import left_pad, model_device, plan_batches, with_oom_halving
 
-YES_NO = ("Yes", "No")
-ANSWERS = YES_NO  # the concept-learning study's answers (kept name)
 CHAT_TEMPLATE_MODES = ("auto", "always", "never")
 
 
@@ -58,6 +58,12 @@ class Requests:
     def option_byte_counts(self, i: int) -> list[int]:
         """UTF-8 bytes of each option of prompt ``i`` as scored (for per-character normalisation, as lm-eval's acc_norm)."""
         return [len(s.encode("utf-8")) for s in self.option_strings[i]]
+
+    def subset(self, rows: Sequence[int]) -> "Requests":
+        """The requests of ``rows``, in that order."""
+        return Requests([self.prompt_ids[i] for i in rows], [self.option_ids[i] for i in rows],
+                        [self.option_strings[i] for i in rows], self.used_chat_template, self.pad_id,
+                        self.system_in_user_turn)
 
 
 def _refuses_system(err: Exception) -> bool:
@@ -251,7 +257,7 @@ def _score_rows(model: torch.nn.Module, req: Requests, batch: list[int], referen
 def score_batch(model: torch.nn.Module, req: Requests, batch: list[int], reference=None, tail: int = 0) -> list[np.ndarray]:
     """Log-probabilities of each prompt's options (one array per prompt); out-of-memory halves the batch and retries.
     ``reference`` and ``tail`` > 0: split precision (the last ``tail`` prompt tokens in the reference's float32)."""
-    return with_oom_halving(lambda b: _score_rows(model, req, b, reference, tail), batch)
+    return with_oom_halving(partial(_score_rows, model, req, reference=reference, tail=tail), batch)
 
 
 def top_two_margin(lp: np.ndarray) -> float:
@@ -272,6 +278,10 @@ class BatchResult:
     logprobs: list[np.ndarray]
     rescored: list[bool] = field(default_factory=list)
     low_precision: list[np.ndarray] | None = None
+
+    def records(self) -> dict:
+        """``{row: {"logps": array, "rescored": bool}}``, what a run's checkpoint keeps per row."""
+        return {i: {"logps": lp, "rescored": bool(r)} for i, lp, r in zip(self.indices, self.logprobs, self.rescored)}
 
 
 def score_batches(model, req: Requests, batches: list[list[int]], reference=None, rescore_margin: float = 0.0,
@@ -337,9 +347,6 @@ def naive_answer_logprobs(model, tokenizer, texts: Sequence[str], chat_template:
 
 # ---------------------------------------------------------------- turning log-probs into a score table
 
-LETTERS = tuple("ABCDEFGHIJ")
-
-
 def option_names(options: Sequence[str]) -> list[str]:
     """Column suffixes for a fixed option set: Yes/No → yes, no; letters → a, b…; other short words lowercased;
     anything else by position (0, 1, …)."""
@@ -347,14 +354,6 @@ def option_names(options: Sequence[str]) -> list[str]:
     if all(low) and len(set(low)) == len(low) and all(len(x) <= 12 for x in low):
         return low
     return [str(i) for i in range(len(options))]
-
-
-def normalize_answer(value) -> str:
-    """An answer as matched against the options: case-folded, surrounding spaces and one trailing full stop removed."""
-    s = str(value).strip()
-    if s.endswith("."):
-        s = s[:-1].rstrip()
-    return s.casefold()
 
 
 def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray], rescored: Sequence[bool],
@@ -409,3 +408,81 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     frame["n_tokens"] = np.array([len(p) for p in req.prompt_ids], dtype="int64")
     frame["rescored"] = np.array(list(rescored), dtype=bool)
     return pd.DataFrame(frame)
+
+
+# ---------------------------------------------------------------- the scorer the run loop drives
+
+def options_digest(per: Sequence[tuple[str, ...]]) -> str:
+    """sha256 of every row's option texts, in order (part of a run's identity)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for opts in per:
+        h.update(("\x1f".join(opts) + "\x1e").encode())
+    return h.hexdigest()
+
+
+class ChoiceScorer:
+    """Answer choices as a ``scorer.Scorer``: built with the prompts' tokens, the batch size, the float32 tail and
+    the re-scoring margin the loaded model allows (``lm.meta["rescore_margin"]``: a number, or ``"auto"``, which
+    ``calibrate`` turns into one measured on this run's own prompts)."""
+
+    kind = "choices"
+
+    def __init__(self, lm, data, spec: DatasetSpec, *, chat_template: str = "auto", batch_size="auto",
+                 calibration_size: int = 8):
+        self.model, self.reference, self.spec = lm.model, lm.reference, spec
+        self.ids = data[spec.id_column].tolist()
+        items = spec.choice_items(data)
+        if not isinstance(items, ChoiceItems):
+            raise TypeError("choice_items: must return a ChoiceItems")
+        self.items, self.per = items, _per_prompt(items.options, len(data))
+        self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), chat_template, self.per, items.systems)
+        self.batch_size, self.device = batch_size, str(model_device(lm.model))
+        self.tail = FLOAT32_TAIL if self.reference is not None else 0
+        self.margin = lm.meta.get("rescore_margin", 0.0) if self.reference is not None else 0.0
+        self.calibration_size = calibration_size
+        self.meta = {"pll_variant": None, "used_chat_template": self.req.used_chat_template,
+                     "options_sha256": options_digest(self.per), "system_in_user_turn": self.req.system_in_user_turn,
+                     "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail}
+        if len(set(self.per)) == 1:
+            self.meta.update(answer_strings=list(self.req.option_strings[0]), answer_token_ids=self.req.option_ids[0])
+
+    def input_lengths(self) -> list[int]:
+        """Prompt plus its longest option, in tokens (what must fit the window)."""
+        return [len(p) + max(len(a) for a in opts) for p, opts in zip(self.req.prompt_ids, self.req.option_ids)]
+
+    def plan(self, token_budget: int | None = None) -> list[list[int]]:
+        return plan_batches([len(p) for p in self.req.prompt_ids], self.batch_size, self.device, token_budget)
+
+    def calibrate(self, batches: list[list[int]], prior: dict, record) -> dict:
+        """``rescore_margin: auto``: the margin from a sample of this run's prompts scored both ways (their float32
+        scores become their results), or the margin a resumed run's checkpoint measured with the same tail."""
+        if self.margin != "auto":
+            return {}
+        if prior.get("rescore_margin_used") is not None and prior.get("float32_tail_tokens", 0) == self.tail:
+            self.margin = prior["rescore_margin_used"]
+            return {k: v for k, v in prior.items()
+                    if k.startswith("calibration_") or k in ("rescore_margin_used", "float32_tail_tokens")}
+        from .calibration import calibrate
+
+        cal, results = calibrate(self.model, self.reference, self.req, batches, self.calibration_size, tail=self.tail)
+        self.margin = cal.margin
+        m = cal.as_meta()
+        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
+              f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
+        for res in results:
+            record(res.records())
+        return m
+
+    def run(self, batches: list[list[int]], record, progress=True) -> None:
+        if self.margin == "auto":
+            raise ValueError("rescore_margin: 'auto' is measured by calibrate(), which the run loop calls first")
+        score_batches(self.model, self.req, batches, self.reference, self.margin,
+                      on_result=lambda res: record(res.records()), progress=progress, tail=self.tail)
+
+    def frame(self, rows: list[int], records: dict):
+        gold = None if self.items.gold is None else [self.items.gold[i] for i in rows]
+        return choice_frame([self.ids[i] for i in rows], ChoiceItems([self.per[i] for i in rows], gold),
+                            self.req.subset(rows), [np.asarray(records[i]["logps"]) for i in rows],
+                            [records[i]["rescored"] for i in rows], self.spec.id_column)

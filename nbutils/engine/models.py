@@ -310,13 +310,15 @@ def _auto_quantization(quantization: str, device: str, dtype: str, n_params) -> 
 
 def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: str = "auto",
                device: str = "auto", revision: str | None = None, threads: int | None = None,
-               rescore_margin: float | str = "auto", masked: bool = False) -> LoadedModel:
+               rescore_margin: float | str = "auto", masked: bool = False, scorer: str = "choices") -> LoadedModel:
     """Load a model by embedded name, hub id or local folder; keep a float32 twin when re-scoring is on.
 
-    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``FLOAT32_TAIL`` tokens
-    in float32, close calls re-scored whole in float32 with a margin calibrated on the run's prompts:
-    ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs. ``meta["float32_tail_tokens"]`` records the
-    tail (0 without a float32 twin).
+    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``choices.FLOAT32_TAIL``
+    tokens in float32, close calls re-scored whole in float32 with a margin calibrated on the run's prompts:
+    ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs. ``meta["rescore_margin"]`` is the margin this
+    model allows (0 without a float32 twin, ``"auto"`` when the answer-choice scorer is to calibrate it).
+    ``scorer: sentences`` (a dataset scored as sentences) has no decisions to re-score, so the margin is 0 and
+    ``dtype: auto`` exact float32 on a CPU.
     ``quantization: auto`` is ``none`` on CPU and the most exact precision that fits the GPU.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
@@ -326,6 +328,10 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     set_threads(threads)
     device = resolve_device(device)
     check_rescore_margin(rescore_margin)
+    if scorer not in ("choices", "sentences"):
+        raise ValueError(f"scorer: must be 'choices' or 'sentences', got {scorer!r}")
+    if scorer == "sentences":
+        rescore_margin = 0.0
     if quantization not in QUANTIZATION_CHOICES:
         raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {quantization!r}")
     quantized_on_cpu = quantization in ("8bit", "4bit") and not device.startswith("cuda")
@@ -403,9 +409,6 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     reference = None
     if rescore_margin:
         reference, net = net, _half_copy(net, DTYPES[dtype])
-    from .choices import FLOAT32_TAIL
-
-    meta["float32_tail_tokens"] = FLOAT32_TAIL if reference is not None else 0
     if device.startswith("cuda"):
         from .batching import probe_token_budget
 

@@ -6,7 +6,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .batching import model_device, plan_batches, right_pad
+from ..spec import DatasetSpec
+from .batching import model_device, plan_batches, right_pad, with_oom_halving
 
 
 def _bos_id(tokenizer) -> int:
@@ -25,7 +26,7 @@ def sentence_frame(sentences: Sequence[str] | None, token_logps: list[np.ndarray
     mean = sums / np.maximum(counts, 1)
     head = {} if sentences is None else {"sentence": list(sentences)}
     return pd.DataFrame({**head, "n_tokens": counts, "sum_logprob": sums, "mean_logprob": mean,
-                         "ppl": np.exp(-mean), "token_logprobs": [lp.tolist() for lp in token_logps]})
+                         "ppl": np.exp(-mean), "token_logprobs": [np.asarray(lp, dtype=np.float64) for lp in token_logps]})
 
 
 def causal_sequences(tokenizer, sentences: Sequence[str]) -> list[list[int]]:
@@ -141,3 +142,61 @@ def pseudo_logprobs(model, tokenizer, sentences: Sequence[str], variant: str = "
     """Masked LM: pseudo-log-likelihood per sentence (sum of each token's log-prob when masked), batched over copies."""
     return sentence_frame(sentences, pll_token_logprobs(model, tokenizer, pll_rows(tokenizer, sentences, variant),
                                                         batch_size))
+
+
+class SentenceScorer:
+    """Sentences as a ``scorer.Scorer``: causal LMs give each token's log-probability (the first conditioned on BOS),
+    masked LMs (``lm.meta["masked"]``) pseudo-log-likelihood with the ``pll_variant`` masking. ``batch_size``: sentences
+    per pass (causal), masked copies per pass (masked); ``auto`` is 32."""
+
+    kind = "sentences"
+
+    def __init__(self, lm, data, spec: DatasetSpec, *, batch_size="auto", pll_variant: str = "original"):
+        self.model, self.tokenizer, self.spec = lm.model, lm.tokenizer, spec
+        self.ids = data[spec.id_column].tolist()
+        self.masked = bool(lm.meta.get("masked"))
+        self.size = 32 if batch_size == "auto" else batch_size
+        texts = data[spec.text_column].tolist()
+        if self.masked:
+            self.copies = pll_rows(lm.tokenizer, texts, pll_variant)
+            self.lengths = [len(c) for c in self.copies]
+        else:
+            self.seqs = causal_sequences(lm.tokenizer, texts)
+            self.lengths = [len(s) for s in self.seqs]
+        self.meta = {"pll_variant": pll_variant if self.masked else None, "used_chat_template": None,
+                     "options_sha256": None, "sentence_scorer": "pseudo_perplexity" if self.masked else "perplexity"}
+
+    def input_lengths(self) -> list[int]:
+        """Tokens of each sentence (or of its masked copies' input) as the model sees it."""
+        if self.masked:
+            return [len(c[0][0]) if c else 0 for c in self.copies]
+        return list(self.lengths)
+
+    def plan(self, token_budget: int | None = None) -> list[list[int]]:
+        if not self.masked:
+            return plan_batches(self.lengths, self.size)
+        batches, cur, used = [], [], 0  # masked: sentences whose copies fill at most `size` rows per pass
+        for i in sorted(range(len(self.lengths)), key=lambda i: (-self.lengths[i], i)):
+            if cur and used + self.lengths[i] > self.size:
+                batches.append(cur)
+                cur, used = [], 0
+            cur.append(i)
+            used += self.lengths[i]
+        return batches + ([cur] if cur else [])
+
+    def run(self, batches: list[list[int]], record, progress=True) -> None:
+        from tqdm.auto import tqdm
+
+        for batch in tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0):
+            if self.masked:
+                lps = pll_token_logprobs(self.model, self.tokenizer, [self.copies[i] for i in batch], self.size)
+            else:
+                lps = with_oom_halving(lambda b: causal_token_logprobs(self.model, [self.seqs[i] for i in b]), batch)
+            if callable(progress):
+                progress(len(batch))
+            record({i: {"token_logprobs": lp} for i, lp in zip(batch, lps)})
+
+    def frame(self, rows: list[int], records: dict):
+        df = sentence_frame(None, [np.asarray(records[i]["token_logprobs"], dtype=np.float64) for i in rows])
+        df.insert(0, self.spec.id_column, [self.ids[i] for i in rows])
+        return df

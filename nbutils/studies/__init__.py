@@ -3,7 +3,9 @@
 A study is a folder ``nbutils/studies/<name>/`` with the same role files (``dataset.py`` builds and writes the
 dataset, ``stats.py``, ``plots.py``, ``analysis.py``) and notebooks under ``notebooks/<name>/``. Scoring goes
 through the engine with the shared ``notebooks/score.ipynb``. Adding a study is a folder plus one entry below.
-The registry imports nothing heavy: study code is imported only when a record's ``spec`` is asked for.
+Studies never import each other: what several use lives in ``nbutils/studies/common/``, which any study imports and
+which imports no study. The registry imports nothing heavy: a record's own ``choice_items`` function is imported only
+when its ``spec`` is asked for.
 """
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ import importlib
 from dataclasses import dataclass, field
 
 from .. import paths
-from ..engine.spec import DatasetSpec
+from ..spec import DatasetSpec
 
 SCORE_NOTEBOOK = "notebooks/score.ipynb"
 DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `study:` runs
 # Analyses that read any choices study's run (dataset + scores) rather than scoring their own: a sweep file's key of the
 # same name, a mapping of the notebook's parameters, runs the notebook on the run after the study's analysis.
-RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # seed 004 (ICQ) cue profiling, nbutils/studies/cues/
+RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # seed 004 (ICQ) cue profiling, nbutils/analyses/cues/
 
 
 @dataclass(frozen=True)
@@ -47,17 +49,6 @@ class Study:
             fn = getattr(importlib.import_module(module), name)
         return DatasetSpec(self.dataset_file, self.id_column, self.scorer, self.text_column, fn, self.limit_by,
                            self.limit_unit, self.limit_strata, what_makes_it=self.notebooks["generate"])
-
-    def module(self, role: str):
-        """One of this study's modules by name (``"stats"``, ``"concepts"``…), imported on request.
-
-        The sanctioned route for one study to reuse another's public functions: studies never import each other
-        (``tests/test_architecture.py`` checks the static imports), so a study that builds on another asks the
-        registry, e.g. ``get("monotonicity").module("stats").pooled_gap(df)``.
-        """
-        if not isinstance(role, str) or not role.isidentifier():
-            raise ValueError(f"role: must be a module name inside nbutils/studies/{self.name}/, got {role!r}")
-        return importlib.import_module(f"{__name__}.{self.name}.{role}")
 
 
 REGISTRY: dict[str, Study] = {s.name: s for s in (

@@ -11,7 +11,7 @@ from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.engine.batching import plan_batches
 from nbutils.engine.choices import (answer_logprobs, build_requests, choice_frame, naive_answer_logprobs, normalize_answer,
                                     option_names, score_batch, score_batches)
-from nbutils.engine.spec import ChoiceItems
+from nbutils.spec import ChoiceItems
 
 
 @pytest.fixture(scope="module")

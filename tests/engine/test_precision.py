@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nbutils import artifacts, paths, studies
-from nbutils.engine import batching, calibration, models, runs
+from nbutils.engine import batching, calibration, models, run as scoring
 from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -55,7 +55,7 @@ def test_rescore_margin_is_auto_or_a_number(bad):
     with pytest.raises(ValueError, match="^rescore_margin: must be 'auto'"):
         models.check_rescore_margin(bad)
     with pytest.raises(ValueError, match="^calibration_size:"):
-        runs.check_params(calibration_size=0)
+        scoring.check_params(calibration_size=0)
 
 
 # ---------------------------------------------------------------- calibrated re-scoring
@@ -89,7 +89,7 @@ def _close_call_requests(lm, tokenizer, n: int = 24) -> tuple[Requests, np.ndarr
 @pytest.mark.parametrize("tail", [0, FLOAT32_TAIL])  # whole bf16, and the split the engine uses
 def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_not(tiny_model_dir, tail):
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")  # forced bf16, margin auto
-    assert lm.meta["float32_tail_tokens"] == FLOAT32_TAIL
+    assert lm.reference is not None and lm.meta["rescore_margin"] == "auto"
     req, exact = _close_call_requests(lm, lm.tokenizer)
     batches = batching.plan_batches([len(p) for p in req.prompt_ids], "auto", "cpu")
     cal, cal_results = calibration.calibrate(lm.model, lm.reference, req, batches, size=8, tail=tail)
@@ -140,8 +140,8 @@ def test_forced_bf16_run_records_calibration_and_matches_float32_decisions(tmp_p
     spec = studies.get("monotonicity").spec
     fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     exact = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
-    df, meta = runs.score_run(_monotonicity_run(tmp_path / "a", tiny_run), fast, spec, progress=False, calibration_size=5)
-    ref, _ = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), exact, spec, progress=False)
+    df, meta = scoring.score_run(_monotonicity_run(tmp_path / "a", tiny_run), fast, spec, progress=False, calibration_size=5)
+    ref, _ = scoring.score_run(_monotonicity_run(tmp_path / "b", tiny_run), exact, spec, progress=False)
     assert meta["rescore_margin"] == "auto" and meta["calibration_size"] == 5
     assert meta["rescore_margin_used"] == pytest.approx(max(calibration.MIN_MARGIN, meta["calibration_safety_factor"]
                                                             * meta["calibration_error_max"]))
@@ -150,7 +150,7 @@ def test_forced_bf16_run_records_calibration_and_matches_float32_decisions(tmp_p
     assert "rescore_margin: " in capsys.readouterr().out
     assert df["rescored"].sum() >= 5, "the calibration sample's float32 scores are the run's own results"
     assert (df["choice"] == ref["choice"]).all()
-    side = artifacts.read_json(paths.sidecar(paths.score_file(tmp_path / "a" / "run", paths.model_slug(fast.meta["model"]))))
+    side = artifacts.read_json(paths.sidecar(paths.score_file(tmp_path / "a" / "run", paths.model_slug(fast.meta["model"]) + ".bfloat16")))
     assert side["rescore_margin_used"] == meta["rescore_margin_used"] and side["dtype_reason"] == "set explicitly"
 
 
@@ -158,10 +158,10 @@ def test_calibrated_run_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, ti
     spec = studies.get("monotonicity").spec
     fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     run = _monotonicity_run(tmp_path / "a", tiny_run)
-    part, pmeta = runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    part, pmeta = scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
     assert not pmeta["complete"]
-    resumed, meta = runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
-    whole, wmeta = runs.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
+    resumed, meta = scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
+    whole, wmeta = scoring.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
     assert meta["complete"] and resumed.equals(whole)
     assert meta["rescore_margin_used"] == wmeta["rescore_margin_used"]
 
@@ -171,13 +171,13 @@ def test_a_checkpoint_calibrated_for_another_float32_tail_is_calibrated_again(tm
     spec = studies.get("monotonicity").spec
     fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     run = _monotonicity_run(tmp_path / "a", tiny_run)
-    runs.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
-    side = paths.sidecar(paths.partial_file(run, paths.model_slug(fast.meta["model"])))
+    scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    side = paths.sidecar(paths.partial_file(run, paths.model_slug(fast.meta["model"]) + ".bfloat16"))
     old = artifacts.read_json(side)
     assert old["float32_tail_tokens"] == FLOAT32_TAIL
     artifacts.write_json(dict(old, float32_tail_tokens=0, rescore_margin_used=0.777), side)
     capsys.readouterr()
-    _, meta = runs.score_run(run, fast, spec, progress=False, calibration_size=4)
+    _, meta = scoring.score_run(run, fast, spec, progress=False, calibration_size=4)
     assert meta["complete"] and meta["rescore_margin_used"] != 0.777 and meta["float32_tail_tokens"] == FLOAT32_TAIL
     assert "calibrated:" in capsys.readouterr().out
 
@@ -229,9 +229,9 @@ def test_token_budget_is_recorded_and_a_resumed_run_keeps_its_own(tmp_path, tiny
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
     run = _monotonicity_run(tmp_path, tiny_run)
     lm.meta["token_budget"] = 4096  # as a GPU load probes it
-    runs.score_run(run, lm, spec, progress=False, checkpoint_every=1, stop_after=2)
+    scoring.score_run(run, lm, spec, progress=False, checkpoint_every=1, stop_after=2)
     lm.meta["token_budget"] = 999_999  # a later session with more free memory
-    _, meta = runs.score_run(run, lm, spec, progress=False)
+    _, meta = scoring.score_run(run, lm, spec, progress=False)
     assert meta["complete"] and meta["token_budget"] == 4096
 
 

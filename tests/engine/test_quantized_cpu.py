@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nbutils import artifacts, studies
-from nbutils.engine import models, runs
+from nbutils.engine import models, run as scoring
 from nbutils.engine.choices import answer_logprobs, build_requests
 from nbutils.engine.sentences import sentence_logprobs
 from nbutils.studies.monotonicity.dataset import generate_prompts
@@ -86,7 +86,7 @@ def test_a_quantized_run_writes_its_score_file_and_records_the_precision(tmp_pat
     for name in ("prompts.parquet", "prompts.json"):
         (run / name).write_bytes((tiny_run / name).read_bytes())
     lm = models.load_model(str(quant_model_dir), device="cpu", quantization="4bit")
-    df, meta = runs.score_run(run, lm, spec, progress=False)
+    df, meta = scoring.score_run(run, lm, spec, progress=False)
     assert len(df) == 24 and np.isfinite(df[["logp_yes", "logp_no"]].to_numpy()).all()
     side = artifacts.read_json(next((run / "scores").glob("*.json")))
     assert side["quantization"] == "4bit" and side["quantization_details"]["quant_type"] == "nf4"

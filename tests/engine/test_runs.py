@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from nbutils import artifacts, paths, studies
-from nbutils.engine import runs
+from nbutils import artifacts, paths, runstore, studies
+from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 
 SPEC = studies.get("monotonicity").spec
@@ -20,15 +20,15 @@ STUDY1_COLUMNS = ["prompt_id", "logp_yes", "logp_no", "margin", "pred_yes", "lab
 
 
 def score_run(run, lm, **kw):
-    return runs.score_run(run, lm, SPEC, **kw)
+    return scoring.score_run(run, lm, SPEC, **kw)
 
 
 def load_scores(run, **kw):
-    return runs.load_scores(run, SPEC, **kw)
+    return runstore.load_scores(run, SPEC, **kw)
 
 
 def merge_shards(run, slug, **kw):
-    return runs.merge_shards(run, slug, **kw)
+    return runstore.merge_shards(run, slug, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,9 @@ def test_outputs_and_sidecar(tmp_path, tiny_run, lm):
     assert (df["correct"] == (df["pred_yes"] == df["label"])).all()
     side = artifacts.read_json(run / "scores" / files[0])
     for key in ("model", "revision", "dtype", "quantization", "used_chat_template", "answer_strings", "device",
-                "versions", "elapsed_seconds", "prompts_per_second", "prompts_sha256"):
+                "versions", "elapsed_seconds", "rows_per_second", "dataset_sha256", "float32_tail_tokens"):
         assert key in side, key
-    assert side["prompts_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
+    assert side["dataset_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
     assert side["used_chat_template"] is True and side["answer_strings"] == ["Yes", "No"]
     joined = load_scores(run)
     assert len(joined) == 24 and joined["model"].nunique() == 1
@@ -71,12 +71,23 @@ def test_rerun_is_skipped_and_other_settings_are_refused(tmp_path, tiny_run, lm,
     assert final.stat().st_mtime_ns == mtime and again.equals(df)
     with pytest.raises(artifacts.OverwriteError, match="chat_template|used_chat_template"):
         score_run(run, lm, chat_template="never", progress=False)
-    other = load_model(str(tiny_model_dir), dtype="bfloat16", device="cpu")
-    with pytest.raises(artifacts.OverwriteError, match="dtype"):
-        score_run(run, other, progress=False)
+    with pytest.raises(artifacts.OverwriteError, match="batch_size"):
+        score_run(run, lm, batch_size=4, progress=False)
     assert final.stat().st_mtime_ns == mtime, "nothing already written is touched"
-    replaced, meta2 = score_run(run, other, progress=False, overwrite=True)
-    assert meta2["dtype"] == "bfloat16"
+    replaced, meta2 = score_run(run, lm, batch_size=4, progress=False, overwrite=True)
+    assert meta2["batch_size"] == 4
+
+
+def test_a_precision_set_explicitly_is_scored_beside_the_default(tmp_path, tiny_run, lm, tiny_model_dir):
+    run = fresh_run(tmp_path, tiny_run)
+    score_run(run, lm, progress=False)
+    half = load_model(str(tiny_model_dir), dtype="bfloat16", device="cpu", rescore_margin=0)
+    _, meta = score_run(run, half, progress=False)
+    slug = paths.model_slug(str(tiny_model_dir))
+    assert sorted(p.name for p in (run / "scores").glob("*.parquet")) == [f"{slug}.bfloat16.parquet", f"{slug}.parquet"]
+    assert meta["dtype"] == "bfloat16" and artifacts.read_json(run / "scores" / f"{slug}.json")["dtype"] == "float32"
+    assert runstore.is_done(run, SPEC, {"model": str(tiny_model_dir), "dtype": "bfloat16", "rescore_margin": 0})
+    assert not runstore.is_done(run, SPEC, {"model": str(tiny_model_dir), "quantization": "8bit"})
 
 
 def test_changed_prompts_file_is_refused(tmp_path, tiny_run, lm):
@@ -109,7 +120,7 @@ def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
     script = textwrap.dedent(f"""
         import sys, time
         from nbutils import studies
-        from nbutils.engine import choices, runs
+        from nbutils.engine import choices, run as scoring
         from nbutils.engine.models import load_model
         real = choices.score_batch
         def slow(*a, **k):
@@ -118,7 +129,7 @@ def test_kill_minus_nine_then_resume(tmp_path, tiny_run, tiny_model_dir):
         choices.score_batch = slow
         lm = load_model({str(tiny_model_dir)!r}, device="cpu", dtype="float32", threads=1)
         print("loaded", flush=True)
-        runs.score_run({str(run)!r}, lm, studies.get("monotonicity").spec, batch_size=1, checkpoint_every=3, progress=False)
+        scoring.score_run({str(run)!r}, lm, studies.get("monotonicity").spec, batch_size=1, checkpoint_every=3, progress=False)
     """)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
@@ -179,12 +190,12 @@ def test_limit_is_stratified_seeded_and_kept_beside_the_full_run(tmp_path, tiny_
     run = fresh_run(tmp_path, tiny_run)
     prompts = pd.read_parquet(run / "prompts.parquet")
     sorted_file = prompts.sort_values("label", ascending=False)  # every Yes before every No
-    picked = runs.select_limit(sorted_file, SPEC, 2, seed=0)
+    picked = runstore.select_limit(sorted_file, SPEC, 2, seed=0)
     per = picked.groupby(["concept", "condition"])
     assert (per.size() == 2).all() and (per["label"].sum() == 1).all(), "balanced on the gold answer, not the first rows"
     pairs = picked.groupby("pair_id")["condition"].nunique()
     assert (pairs == 2).all(), "a pair's two conditions are kept together"
-    assert runs.select_limit(sorted_file, SPEC, 2, seed=0).equals(picked)
+    assert runstore.select_limit(sorted_file, SPEC, 2, seed=0).equals(picked)
     full, _ = score_run(run, lm, progress=False)
     small, meta = score_run(run, lm, limit=2, progress=False)
     assert len(small) == 8 and meta["limit"] == 2
@@ -199,10 +210,10 @@ def test_stale_and_unfinished_scores_are_listed_not_mixed(tmp_path, tiny_run, lm
     run = fresh_run(tmp_path, tiny_run)
     score_run(run, lm, progress=False)
     score_run(run, lm, batch_size=2, checkpoint_every=1, limit=3, progress=False, stop_after=2)
-    inv = runs.score_inventory(run, SPEC)
+    inv = runstore.score_inventory(run, SPEC)
     assert sorted(inv["status"]) == ["incomplete", "ok"]
     assert inv.loc[inv.status == "incomplete", "n_done"].iloc[0] == 4
-    notes = runs.excluded_notes(load_scores(run))
+    notes = runstore.excluded_notes(load_scores(run))
     assert len(notes) == 1 and "unfinished (4/12 rows)" in notes[0]
 
 
@@ -215,28 +226,28 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
     df, params = dataset.build_stimuli(structures=["because"], max_roots=3)
     dataset.write_stimuli(df, run, params)
     spec = studies.get("negation").spec
-    whole, meta = runs.score_run(run, lm, spec, batch_size=4, progress=False)
+    whole, meta = scoring.score_run(run, lm, spec, batch_size=4, progress=False)
     ref = sentence_logprobs(lm.model, lm.tokenizer, df["sentence"].tolist(), batch_size=4)
     assert list(whole["stimulus_id"]) == list(df["stimulus_id"]) and meta["scorer"] == "sentences"
     assert (whole["sum_logprob"] - ref["sum_logprob"]).abs().max() < 1e-4
     b = tmp_path / "neg2"
     dataset.write_stimuli(df, b, params)
-    part, m = runs.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, stop_after=2, progress=False)
+    part, m = scoring.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, stop_after=2, progress=False)
     assert not m["complete"] and len(part) == 8
-    resumed, m = runs.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, progress=False)
+    resumed, m = scoring.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, progress=False)
     assert m["complete"] and resumed.equals(whole)
     c = tmp_path / "neg3"
     dataset.write_stimuli(df, c, params)
     for i in range(2):
-        runs.score_run(c, lm, spec, batch_size=4, shard_index=i, num_shards=2, progress=False)
-    merged, _ = runs.merge_shards(c, paths.model_slug(lm.meta["model"]))
+        scoring.score_run(c, lm, spec, batch_size=4, shard_index=i, num_shards=2, progress=False)
+    merged, _ = runstore.merge_shards(c, paths.model_slug(lm.meta["model"]))
     assert merged.equals(whole)
-    lim, m = runs.score_run(run, lm, spec, batch_size=4, limit=2, progress=False)
+    lim, m = scoring.score_run(run, lm, spec, batch_size=4, limit=2, progress=False)
     assert lim.merge(df, on="stimulus_id")["item_id"].nunique() == 2 and len(lim) == 8, "limit counts whole items"
     with pytest.raises(ValueError, match="^rescore_margin: applies to answer choices only"):
-        runs.check_params(spec=spec, rescore_margin=0.5)
+        scoring.check_params(spec=spec, rescore_margin=0.5)
     with pytest.raises(ValueError, match="^masked: answer choices need a causal LM"):
-        runs.check_params(spec=SPEC, masked=True)
+        scoring.check_params(spec=SPEC, masked=True)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -247,9 +258,9 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
 ])
 def test_run_parameters_are_checked_without_a_model(bad, match):
     with pytest.raises(ValueError, match=match):
-        runs.check_params(**bad)
+        scoring.check_params(**bad)
 
 
 def test_rates_guard_a_zero_elapsed_time():
-    rates = runs._rates(pd.DataFrame({"prompt_id": ["a"], "n_tokens": [5], "correct": [True], "rescored": [False]}), 0.0)
+    rates = runstore.rates(pd.DataFrame({"prompt_id": ["a"], "n_tokens": [5], "correct": [True], "rescored": [False]}), 0.0)
     assert rates["rows_per_second"] is None and "tokens_per_second" not in rates and rates["accuracy"] == 1.0

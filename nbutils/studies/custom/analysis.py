@@ -1,9 +1,8 @@
 """One call that turns a custom run's scores into tables, figures and summary.json.
 
 When the file has a ``concept`` column of quantifier concepts ("more than 1/2", "less than 38") and Yes/No answers,
-the concept-learning study's own statistics (accuracy per concept, Appendix-B table, upward − downward gap, mixed
-model) run on it too. They are reached through the registry (``studies.get("monotonicity").module(...)``), never
-imported: studies stay independent, and the monotonicity study keeps owning its statistics.
+the concept-learning statistics of study 1 (accuracy per concept, Appendix-B table, upward − downward gap, mixed
+model) run on it too, from the shared quantifier code (``nbutils.studies.common``).
 """
 from __future__ import annotations
 
@@ -11,9 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts
-from ...engine.runs import excluded_notes, load_scores
+from ... import artifacts, precision
+from ...runstore import excluded_notes, load_scores, split_precisions
 from .. import get
+from ..common import quantifier_stats as qstats
+from ..common.quantifiers import parse_concept
 from . import plots, stats
 
 MONOTONICITY_COLUMNS = ("concept", "family", "quantifier", "threshold", "monotonicity", "condition", "correct",
@@ -79,12 +80,10 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
         return {}, []
     if "pred_yes" not in scores.columns:
         return {}, ["concept column found, but the study-1 analysis needs Yes/No answers: skipped"]
-    study1 = get("monotonicity")
-    parse = study1.module("concepts").parse_concept
     parsed, bad = {}, []
     for value in scores["concept"].dropna().unique():
         try:
-            parsed[value] = parse(str(value), "concept")
+            parsed[value] = parse_concept(str(value), "concept")
         except ValueError:
             bad.append(value)
     if bad or not parsed:
@@ -99,10 +98,10 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     if "condition" not in d.columns:
         d["condition"] = "custom"
         notes.append("study-1 analysis: no condition column, every prompt counted as condition 'custom'")
-    s1 = study1.module("stats")
     out: dict[str, pd.DataFrame] = {}
-    steps = [("accuracy", lambda: s1.accuracy_table(d)), ("appendix_b", lambda: s1.appendix_b(out["monotonicity_accuracy"])),
-             ("gap", lambda: s1.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: s1.mixed_model(d))]
+    steps = [("accuracy", lambda: qstats.accuracy_table(d)),
+             ("appendix_b", lambda: qstats.appendix_b(out["monotonicity_accuracy"])),
+             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: qstats.mixed_model(d))]
     for name, run in steps:
         try:
             out[f"monotonicity_{name}"] = run()
@@ -114,19 +113,26 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     return out, notes
 
 
-def write(a: Analysis, run_dir) -> list[Path]:
-    """Tables as CSV (+ LaTeX for the headline ones), figures as PNG and PDF, summary.json."""
+def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Path]:
+    """Tables as CSV (+ LaTeX for the headline ones), figures as PNG and PDF, summary.json; with ``variants`` (a model
+    scored at several precisions) the margin-vs-margin figure of the precision sensitivity section too."""
     figs = {"accuracy_by_group": plots.accuracy_by_group(a.tables["accuracy"]),
             "choice_distribution": plots.choice_distribution(a.tables["choice_distribution"]),
             "margin_by_answer": plots.margin_by_answer(a.scores)}
+    if variants is not None:
+        figs["precision_margins"] = precision.margin_figure(variants, "row_id")
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 
-def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False) -> Analysis:
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
-    scores = load(run_dir, include_limited=include_limited)
+    scores, variants, precision_notes = split_precisions(load(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed)
+    if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
+        a.tables["precision"], recs = precision.compare(variants, "row_id")
+        a.summary.setdefault("records", []).extend(recs)
+        a.notes += precision_notes
     a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
     a.summary["_notes"] = a.notes
-    write(a, run_dir)
+    write(a, run_dir, variants)
     return a

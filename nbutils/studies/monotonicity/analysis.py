@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts
-from . import plots, rules, stats
-from ...engine.runs import excluded_notes
+from ... import artifacts, precision
+from ...runstore import excluded_notes, split_precisions
+from ..common import quantifier_stats, rules
+from . import plots, stats
 from .scores import load_scores
 
 
@@ -15,7 +16,7 @@ Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int = 5, use_r: bool = True) -> Analysis:
-    """All tables from a joined scores frame (see runs.load_scores); ``use_r`` fits the headline GLMM with lme4
+    """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise)."""
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
@@ -49,9 +50,12 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     return a
 
 
-def write(a: Analysis, run_dir) -> list[Path]:
-    """Tables as CSV (+ LaTeX for the paper tables), figures as PNG and PDF, summary.json."""
+def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Path]:
+    """Tables as CSV (+ LaTeX for the paper tables), figures as PNG and PDF, summary.json; with ``variants`` (a model
+    scored at several precisions) the margin-vs-margin figure of the precision sensitivity section too."""
     figs = {"accuracy_by_threshold": plots.accuracy_grid(a.tables["accuracy"])}
+    if variants is not None:
+        figs["precision_margins"] = precision.margin_figure(variants, "prompt_id")
     if not a.tables["gap_pooled"].empty:
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])
     if not a.tables["difficulty"].empty:
@@ -62,12 +66,17 @@ def write(a: Analysis, run_dir) -> list[Path]:
                                     index=("appendix_b",))
 
 
-def analyze_run(run_dir, n_boot: int = 2000, seed: int = 0, include_limited: bool = False,
-                rules_k: int = 5, use_r: bool = True) -> Analysis:
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000, rules_k: int = 5,
+                use_r: bool = True) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
-    scores = load_scores(run_dir, include_limited=include_limited)
+    scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r)
+    if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
+        a.tables["precision"], recs = precision.compare(
+            variants, "prompt_id", headline=lambda d: quantifier_stats.headline_gap(d, n_boot=n_boot, seed=seed))
+        a.summary["records"] += recs
+        a.notes += precision_notes
     a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
     a.summary["_notes"] = a.notes
-    write(a, run_dir)
+    write(a, run_dir, variants)
     return a

@@ -2,37 +2,19 @@
 from __future__ import annotations
 
 import zlib
-from functools import lru_cache
-from importlib import resources
 
 import numpy as np
 import pandas as pd
 
 from ... import artifacts
-from .concepts import Concept, example_space, parse_concept
+from ..common.quantifiers import PHRASE, Concept, example_space, nouns, parse_concept, render_line
 
-PHRASE = "the desired quantity"  # the hidden concept, as the seeds write it
-TEMPLATE = "There are {T} {obj}. Alice has {N} of the {T} {obj}. Does Alice have {phrase} of the {obj}?"
 CONDITIONS = ("concept_learning", "explicit")
 COLUMNS = [
     "prompt_id", "pair_id", "concept", "family", "quantifier", "threshold", "monotonicity",
     "condition", "n_examples", "text", "label", "query_total", "query_count", "query_noun",
     "query_distance", "seed",
 ]
-
-
-@lru_cache(maxsize=1)
-def nouns() -> tuple[str, ...]:
-    """The 100 plural nouns shipped with the module (see scripts/build_nouns.py for how they were chosen)."""
-    text = resources.files(__package__).joinpath("data/nouns.tsv").read_text()
-    rows = [line.split("\t") for line in text.strip().splitlines()[1:]]
-    return tuple(r[1] for r in rows)
-
-
-def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None) -> str:
-    """One example line of the seed template; ``answer=None`` gives the unanswered query."""
-    line = TEMPLATE.format(T=total, N=count, obj=noun, phrase=phrase)
-    return line if answer is None else f"{line} {'Yes' if answer else 'No'}."
 
 
 MAX_ROWS = 2_000_000  # prompts in one dataset: ~3 kB of text each, so ~6 GB in memory at the limit
@@ -150,7 +132,7 @@ def generate_prompts(concepts, conditions=CONDITIONS, prompts_per_concept: int =
 
 def choice_items(prompts: pd.DataFrame):
     """The engine's view of the prompts: every prompt is answered Yes or No; gold is its label."""
-    from ...engine.spec import ChoiceItems
+    from ...spec import ChoiceItems
 
     return ChoiceItems(("Yes", "No"), ["Yes" if b else "No" for b in prompts["label"]])
 

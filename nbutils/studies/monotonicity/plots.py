@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from .stats import threshold_value
+from ..common.quantifier_stats import threshold_value
 
 PALETTE = {"upward": "#1f77b4", "downward": "#d62728"}
 

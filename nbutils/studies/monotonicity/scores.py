@@ -1,7 +1,7 @@
 """This study's view of a run's score files: every complete full-run model joined with the prompts."""
 from __future__ import annotations
 
-from ...engine.runs import load_scores as _load
+from ...runstore import load_scores as _load
 from .. import get
 
 

@@ -1,11 +1,13 @@
 """One call that turns a negation run's scores into tables, the interaction figure and summary.json."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths
-from ...engine.runs import excluded_notes, load_scores
+from ... import artifacts
+from ...runstore import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
 from .stats import PY_TEST, R_TEST, cell_means, fit_info_table, lmm_tables, predicted_cells, records, seed_table
@@ -28,31 +30,27 @@ def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame
     return df
 
 
-def analyze_negation(run_dir, include_limited: bool = False, use_r: bool | None = None) -> dict:
-    """All negation tables and the interaction figure for a run; writes them and summary.json; returns the tables.
+Analysis = artifacts.Analysis
+LATEX = ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl")
+
+
+def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
+    """All negation tables from a joined scores frame (see ``load_negation_scores``); ``predicted`` (the model's
+    predicted cells, drawn in the interaction figure) is kept with them but not written as a table.
 
     ``use_r=None`` uses lme4/lmerTest when R has them (Satterthwaite t, the headline), else statsmodels MixedLM (z).
     """
-    import matplotlib.pyplot as plt
-
-    scores = load_negation_scores(run_dir, include_limited=include_limited)
+    a = Analysis(scores)
     coefs, info, agreement = lmm_tables(scores, use_r=use_r)
-    tables = {"lmm_coefficients": coefs, "lmm_fits": fit_info_table(info), "spec_agreement": agreement,
-              "table1_ppl": seed_table(coefs, "ppl", "treatment"), "table1_log_ppl": seed_table(coefs, "log_ppl", "treatment"),
-              "main_effects_ppl": seed_table(coefs, "ppl", "deviation"),
-              "main_effects_log_ppl": seed_table(coefs, "log_ppl", "deviation"), "cell_means": cell_means(scores),
-              "token_length": (scores.drop_duplicates(["model", "item_id", "context"])
-                               .groupby("model")["token_diff_neg_minus_aff"]
-                               .agg(mean_diff="mean", share_equal=lambda s: float((s == 0).mean())).reset_index())}
-    for name, t in tables.items():
-        latex = name.startswith(("table1", "main_effects"))
-        artifacts.write_table(t, paths.tables_dir(run_dir) / name, latex=latex, float_format="%.3g")
-    pred = predicted_cells(coefs)
-    tables["predicted"] = pred
-    if not pred.empty:
-        fig = interaction_plot(pred)
-        artifacts.save_figure(fig, paths.figures_dir(run_dir) / "interaction")
-        plt.close(fig)
+    a.tables = {"lmm_coefficients": coefs, "lmm_fits": fit_info_table(info), "spec_agreement": agreement,
+                "table1_ppl": seed_table(coefs, "ppl", "treatment"),
+                "table1_log_ppl": seed_table(coefs, "log_ppl", "treatment"),
+                "main_effects_ppl": seed_table(coefs, "ppl", "deviation"),
+                "main_effects_log_ppl": seed_table(coefs, "log_ppl", "deviation"), "cell_means": cell_means(scores),
+                "token_length": (scores.drop_duplicates(["model", "item_id", "context"])
+                                 .groupby("model")["token_diff_neg_minus_aff"]
+                                 .agg(mean_diff="mean", share_equal=lambda s: float((s == 0).mean())).reset_index()),
+                "predicted": predicted_cells(coefs)}
     summary = {}
     dev = coefs[(coefs["coding"] == "deviation") & (coefs["term"] == "context × form")]
     for model, g in dev.groupby("model", sort=False):
@@ -65,7 +63,26 @@ def analyze_negation(run_dir, include_limited: bool = False, use_r: bool | None 
     summary["headline"] = ("deviation-coded context × form on log-perplexity (test " + (R_TEST if (info["satterthwaite"].any())
                            else PY_TEST) + "); the seed's Table 1 (perplexity, treatment coding) is reported alongside")
     summary["records"] = records(coefs, info)
-    summary["_notes"] = excluded_notes(scores)
-    artifacts.write_json(artifacts.json_clean(summary), paths.summary_path(run_dir))
-    tables["summary"] = summary
-    return tables
+    a.summary = artifacts.json_clean(summary)
+    return a
+
+
+def write(a: Analysis, run_dir) -> list[Path]:
+    """Tables as CSV (+ LaTeX for the seed's Table 1 and the main effects), the interaction figure as PNG and PDF,
+    summary.json."""
+    figs = {} if a.tables["predicted"].empty else {"interaction": interaction_plot(a.tables["predicted"])}
+    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
+
+
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, use_r: bool | None = None) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them.
+
+    ``use_r=None`` uses lme4/lmerTest when R has them, else statsmodels MixedLM. ``seed`` is there because every
+    study's ``analyze_run`` takes one; nothing in these fits is drawn at random.
+    """
+    scores = load_negation_scores(run_dir, include_limited=include_limited)
+    a = compute(scores, use_r=use_r)
+    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
+    a.summary["_notes"] = a.notes
+    write(a, run_dir)
+    return a

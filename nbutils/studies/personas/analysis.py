@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, studies
-from ...engine.runs import excluded_notes, load_scores
+from ...runstore import excluded_notes, load_scores
 from . import plots, stats
 
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
@@ -17,7 +17,7 @@ Analysis = artifacts.Analysis
 
 def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
             alternative: str = "two-sided") -> Analysis:
-    """All tables from a joined scores frame (see ``engine.runs.load_scores``)."""
+    """All tables from a joined scores frame (see ``runstore.load_scores``)."""
     if isinstance(min_overlap, bool) or not isinstance(min_overlap, int) or min_overlap < 1:
         raise ValueError(f"min_overlap: must be an integer ≥ 1, got {min_overlap!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 99:
@@ -58,8 +58,8 @@ def write(a: Analysis, run_dir) -> list[Path]:
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 
-def analyze_run(run_dir, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
-                alternative: str = "two-sided", include_limited: bool = False) -> Analysis:
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, min_overlap: int = stats.MIN_OVERLAP,
+                n_resamples: int = 9999, alternative: str = "two-sided") -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
     scores = load_scores(run_dir, studies.get("personas").spec, include_limited=include_limited)
     a = compute(scores, min_overlap, n_resamples, seed, alternative)

@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts, paths
-from .. import get
-from ...engine.choices import LETTERS
-from ...engine.spec import ChoiceItems
+from ...spec import LETTERS
+from ...spec import ChoiceItems
+from ..common.prompt_files import load_items, read_table
+from ..common.quantifiers import nouns, render_line
 
 DATASET_FILE = "personas.parquet"
 DEFAULT_TEMPLATE = "You are {persona}."
@@ -159,10 +160,9 @@ def _arithmetic(rng, k: int) -> tuple[str, int, list[int]]:
 
 
 def _quantifier(rng, k: int) -> tuple[str, str, list[str]]:
-    """An explicit quantifier question of study 1, in its own template and nouns (reached through the registry:
-    "There are 12 shells. Alice has 5 of the 12 shells. Does Alice have more than 1/3 of the shells?"), Yes or No;
-    the true answer alternates with ``k`` (half Yes, half No), as do "more" and "less"."""
-    study1 = get("monotonicity").module("dataset")
+    """An explicit quantifier question in study 1's template and nouns (``common.quantifiers``: "There are 12 shells.
+    Alice has 5 of the 12 shells. Does Alice have more than 1/3 of the shells?"), Yes or No; the true answer
+    alternates with ``k`` (half Yes, half No), as do "more" and "less"."""
     num, den = FRACTIONS[rng.integers(len(FRACTIONS))]
     total = int(rng.integers(6, 61))
     more, want = k % 4 < 2, k % 2 == 0
@@ -170,8 +170,8 @@ def _quantifier(rng, k: int) -> tuple[str, str, list[str]]:
         count = int(rng.integers(1, total))
         if count * den != num * total and ((count * den > num * total) if more else (count * den < num * total)) == want:
             break
-    nouns = study1.nouns()
-    q = study1.render_line(total, count, nouns[rng.integers(len(nouns))], f"{'more' if more else 'less'} than {num}/{den}", None)
+    vocab = nouns()
+    q = render_line(total, count, vocab[rng.integers(len(vocab))], f"{'more' if more else 'less'} than {num}/{den}", None)
     truth = (count * den > num * total) if more else (count * den < num * total)
     return q, "Yes" if truth else "No", ["No" if truth else "Yes"]
 
@@ -242,12 +242,12 @@ def _n_options(value) -> int | None:
 def load_questions(question_file) -> pd.DataFrame:
     """Questions from a multiple-choice file in the custom-prompt format (CSV, TSV, JSONL or Parquet with columns
     ``question``, ``options`` and ``answer``, optionally ``id`` and ``type``), e.g. GSM-MC or MathQA converted to that
-    shape. The file is read and checked by the custom study's loader (through the registry), so it accepts what
-    ``study: custom`` accepts: options as a list, a JSON list or ``a | b | c``; the answer as an option's text or its
-    letter. Every row must list the same number of options (as the custom loader's ``choices`` requires)."""
-    custom = get("custom").module("dataset")
+    shape. The file is read and checked by the prompt-file loader the custom study uses (``common.prompt_files``), so
+    it accepts what ``study: custom`` accepts: options as a list, a JSON list or ``a | b | c``; the answer as an
+    option's text or its letter. Every row must list the same number of options (as the loader's ``choices``
+    requires)."""
     try:
-        raw = custom.read_table(question_file)
+        raw = read_table(question_file)
         missing = [c for c in ("question", "options", "answer") if c not in raw.frame.columns]
         if missing:
             raise ValueError(f"data_file: {raw.path.name} needs the columns question, options, answer; missing {missing} "
@@ -259,7 +259,7 @@ def load_questions(question_file) -> pd.DataFrame:
         columns = {"prompt": "question", "choices": "options", "answer": "answer"}
         if "id" in raw.frame.columns:
             columns["item_id"] = "id"
-        items = custom.load_items(raw.path, columns=columns, choices=k, option_format="letters")
+        items = load_items(raw.path, columns=columns, choices=k, option_format="letters")
     except ValueError as err:
         msg = str(err)
         raise ValueError("question_file: " + (msg.removeprefix("data_file: ") if msg.startswith("data_file: ") else msg)) from None

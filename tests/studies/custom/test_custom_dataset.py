@@ -9,9 +9,10 @@ import pytest
 
 from nbutils import studies
 from nbutils.artifacts import OverwriteError
-from nbutils.engine.runs import select_limit
+from nbutils.runstore import select_limit
 from nbutils.paths import repo_root
 from nbutils.studies.custom import dataset
+from nbutils.studies.common.prompt_files import LETTER_INSTRUCTION
 from nbutils.studies.custom.dataset import choice_items, load_items
 
 ROWS = [
@@ -72,7 +73,7 @@ def test_letters_render_a_list_and_score_the_letters(tmp_path):
     write(pd.DataFrame([{"prompt": "Capital of Italy?", "answer": "rome.", "opts": ["Paris", "Rome", "Madrid"]},
                         {"prompt": "2 + 2?", "answer": "c", "opts": ["3", "5", "4"]}]), path)
     items = load_items(path, {"choices": "opts"}, choices=3, option_format="letters")
-    assert items["text"].iloc[0] == ("Capital of Italy?\n\nA. Paris\nB. Rome\nC. Madrid\n" + dataset.LETTER_INSTRUCTION)
+    assert items["text"].iloc[0] == ("Capital of Italy?\n\nA. Paris\nB. Rome\nC. Madrid\n" + LETTER_INSTRUCTION)
     assert items["answer"].tolist() == ["B", "C"] and items["answer_text"].tolist() == ["Rome", "4"]
     ci = choice_items(items)
     assert ci.options == ("A", "B", "C") and ci.gold == ["B", "C"] and ci.systems is None

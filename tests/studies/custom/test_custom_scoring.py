@@ -10,7 +10,8 @@ import pytest
 from nbutils import studies
 from nbutils.engine.choices import naive_answer_logprobs
 from nbutils.engine.models import load_model
-from nbutils.engine.runs import read_dataset, score_run
+from nbutils.engine.run import score_run
+from nbutils.runstore import read_dataset
 from nbutils.studies.custom import dataset
 
 MC = [{"prompt": "Which is a colour?", "answer": "Blue.", "choices": ["Blue", "Table", "Seven apples"], "sys": "Be brief."},

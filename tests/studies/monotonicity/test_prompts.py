@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from nbutils import artifacts
-from nbutils.studies.monotonicity.concepts import example_space, parse_concept
-from nbutils.studies.monotonicity.dataset import COLUMNS, PHRASE, generate_prompts, nouns
+from nbutils.studies.common.quantifiers import PHRASE, example_space, nouns, parse_concept
+from nbutils.studies.monotonicity.dataset import COLUMNS, generate_prompts
 
 LINE = re.compile(r"^There are (\d+) (\w+)\. Alice has (\d+) of the \1 \2\. Does Alice have (.+) of the \2\?(?: (Yes|No)\.)?$")
 CONCEPTS = ["more than 1/2", "less than 3/10", "more than 20", "less than 20"]

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from nbutils.studies.monotonicity import analysis, rules
-from nbutils.studies.monotonicity.concepts import parse_concept
-from nbutils.studies.monotonicity.dataset import PHRASE, generate_prompts, render_line
+from nbutils.studies.common import rules
+from nbutils.studies.common.quantifiers import PHRASE, parse_concept, render_line
+from nbutils.studies.monotonicity import analysis
+from nbutils.studies.monotonicity.dataset import generate_prompts
 
 CONCEPTS = ["more than 1/2", "less than 1/2", "more than 1/3", "less than 1/3", "more than 20", "less than 20"]
 

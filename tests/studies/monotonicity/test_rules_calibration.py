@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as sps
 
 from nbutils import rbridge
-from nbutils.studies.monotonicity import rules
+from nbutils.studies.common import rules
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
 ALPHA = 0.05

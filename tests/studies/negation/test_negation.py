@@ -151,7 +151,7 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
 
 def test_negation_skip_check_sees_the_pll_variant(tmp_path):
     from nbutils import artifacts, studies
-    from nbutils.engine.runs import is_done
+    from nbutils.runstore import is_done
 
     (tmp_path / "scores").mkdir()
     (tmp_path / "stimuli.parquet").write_bytes(b"x")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nbutils import artifacts, paths, studies
-from nbutils.engine.runs import read_dataset, select_limit
+from nbutils.runstore import read_dataset, select_limit
 from nbutils.studies.personas import dataset
 
 KINDS = ("baseline", "real", "null_random", "null_word")

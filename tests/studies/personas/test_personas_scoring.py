@@ -11,7 +11,8 @@ import pytest
 from nbutils import studies
 from nbutils.engine.choices import build_requests, naive_answer_logprobs, render_chat
 from nbutils.engine.models import load_model
-from nbutils.engine.runs import read_dataset, score_run
+from nbutils.engine.run import score_run
+from nbutils.runstore import read_dataset
 from nbutils.studies.personas import dataset
 
 REFUSING = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"

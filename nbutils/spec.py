@@ -1,10 +1,20 @@
-"""What the engine needs to know about a dataset to score it (no torch here, so the sweep can read it cheaply)."""
+"""What a run store and a scorer need to know about a dataset: its file, id column, scorer and limit groups (no torch)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
 SCORERS = ("choices", "sentences")
+YES_NO = ("Yes", "No")  # the options of a Yes/No question, in the order scored (margin = Yes − No)
+LETTERS = tuple("ABCDEFGHIJ")  # option letters of a multiple-choice question
+
+
+def normalize_answer(value) -> str:
+    """An answer as matched against the options: case-folded, surrounding spaces and one trailing full stop removed."""
+    s = str(value).strip()
+    if s.endswith("."):
+        s = s[:-1].rstrip()
+    return s.casefold()
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
 files) through that study's registry record, so it runs on a custom prompt file, the personas questions or study 1's
-prompts alike. Instances are built from the record's ``choice_items``:
+prompts alike. ``analyze_run`` has the shape of every study's: it returns an ``Analysis`` (a ``Profile``) written by
+``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
   chosen option; features of the prompt text (for study 1, of the query line, plus the prompts' structural cues);
@@ -19,14 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths
-from ...engine import runs
+from ... import artifacts, paths, runstore
 from ...stats import record
-from .. import for_run, get
+from ...studies import for_run, get
+from ...studies.common.rules import predict
 from . import features as feats
 from . import plots, stats
 
@@ -34,17 +34,16 @@ CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue
 
 
 @dataclass
-class Profile:
-    """A run's cue profile: instances with their features, the tables, notes and the files written."""
+class Profile(artifacts.Analysis):
+    """A run's cue profile: an ``Analysis`` (``scores`` holds each model's prediction per instance once probed; the
+    tables, ``summary.json``'s content, notes and files written) with the instances, their features, the study and
+    mode they were built for, and the records of the cue tests."""
 
-    instances: pd.DataFrame
-    features: pd.DataFrame
-    study: str
-    mode: str
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    instances: pd.DataFrame | None = None
+    features: pd.DataFrame | None = None
+    study: str = ""
+    mode: str = ""
     records: list[dict] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
 
 
 def _column(data: pd.DataFrame, name: str | None, param: str, path) -> pd.Series | None:
@@ -57,10 +56,10 @@ def _column(data: pd.DataFrame, name: str | None, param: str, path) -> pd.Series
 
 def _study1_features(data: pd.DataFrame, text: pd.Series, nearest_k: int) -> pd.DataFrame | None:
     """Last example's label, majority of the ``nearest_k`` examples nearest the query, the query's noun — from study 1's
-    own rule code (reached through the registry) when the frame is a study-1 prompt frame, else parsed from the text."""
+    rule code (``studies.common.rules``) when the frame is a study-1 prompt frame, else parsed from the text."""
     cols = {"prompt_id", "concept", "n_examples", "query_total", "query_count", "text"}
     if cols <= set(data.columns):
-        pred = get("monotonicity").module("rules").predict(data, k=nearest_k)
+        pred = predict(data, k=nearest_k)
         wide = pred.pivot(index="prompt_id", columns="rule", values="answer").reindex(data["prompt_id"])
         yn = {True: "Yes", False: "No"}
         p = pd.DataFrame({"last": wide["last_label"].map(yn).to_numpy(), "nearest": wide["knn_majority"].map(yn).to_numpy(),
@@ -83,10 +82,12 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
         raise ValueError(f"study: cue profiling needs labeled answer options; {rec.name!r} scores sentences "
                          "(no labels to profile)")
     spec = rec.spec
-    data, dpath = runs.read_dataset(run_dir, spec)
+    data, dpath = runstore.read_dataset(run_dir, spec)
     items = spec.choice_items(data)
-    if items.gold is None:
-        raise ValueError(f"run_dir: {dpath} has no gold answers; cue profiling needs labels")
+    unlabeled = len(data) if items.gold is None else int(pd.isna(pd.Series(items.gold, dtype=object)).sum())
+    if unlabeled:
+        what = "no gold answers" if unlabeled == len(data) else f"no gold answer in {unlabeled} of {len(data)} rows"
+        raise ValueError(f"run_dir: {dpath} has {what}; cue profiling needs labels")
     notes: list[str] = []
     text = _column(data, text_column or rec.text_column, "text_column", dpath).astype(str)
     premise = _column(data, premise_column, "premise_column", dpath)
@@ -147,18 +148,18 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
     F = feats.text_features(inst["text"], inst["premise"] if has_premise else None, bigrams=bigrams, nlp=nlp)
     if struct is not None:
         F = pd.concat([F, struct.set_axis(F.index)], axis=1)
-    return Profile(inst, F, rec.name, mode, notes=notes)
+    return Profile(pd.DataFrame(), instances=inst, features=F, study=rec.name, mode=mode, notes=notes)
 
 
 def predictions(profile: Profile, run_dir, include_limited: bool = False) -> pd.DataFrame | None:
     """One row per (model, instance) with the model's predicted label, or None (with a note) when the run has no scores."""
     rec = get(profile.study)
     try:
-        scores = runs.load_scores(run_dir, rec.spec, include_limited=include_limited)
+        scores = runstore.load_scores(run_dir, rec.spec, include_limited=include_limited)
     except ValueError as err:
         profile.notes.append(f"no model tests: {err}")
         return None
-    profile.notes += runs.excluded_notes(scores)
+    profile.notes += runstore.excluded_notes(scores)
     sc = scores[["model", rec.spec.id_column, "choice"]].rename(columns={rec.spec.id_column: "item"})
     if profile.mode == "classification":
         m = profile.instances.merge(sc, on="item", how="inner")
@@ -213,39 +214,35 @@ def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = 10, min_c
 
 
 def write(profile: Profile, run_dir) -> list[Path]:
-    """Tables (CSV), figures (PNG + PDF) and the cue records merged into the run's ``summary.json``."""
-    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
-    files = []
-    for name in ("cues", "cue_accuracy_test", "cue_distribution_test"):
-        if name in profile.tables:
-            files += artifacts.write_table(profile.tables[name], tdir / name)
-    if not profile.tables["cues_top"].empty:
-        fig = plots.top_cues(profile.tables["cues"], len(profile.tables["cues_top"]))
-        files += artifacts.save_figure(fig, fdir / "cues_top")
-        plt.close(fig)
-    if "cue_distribution_test" in profile.tables and not profile.tables["cue_distribution_test"].empty:
-        fig = plots.distributions(profile.tables["cue_distribution_test"])
-        files += artifacts.save_figure(fig, fdir / "cues_distribution")
-        plt.close(fig)
+    """Tables (CSV), figures (PNG + PDF) and the cue records merged into the run's ``summary.json``: earlier cue
+    records are replaced, the study's own records and entries kept. ``cues_top`` stays in memory (it is the head of
+    ``cues``)."""
+    t = profile.tables
+    figs = {}
+    if not t["cues_top"].empty:
+        figs["cues_top"] = plots.top_cues(t["cues"], len(t["cues_top"]))
+    if "cue_distribution_test" in t and not t["cue_distribution_test"].empty:
+        figs["cues_distribution"] = plots.distributions(t["cue_distribution_test"])
     sp = paths.summary_path(run_dir)
     summary = artifacts.read_json(sp) if sp.exists() else {}
     kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
     summary["records"] = kept + artifacts.json_clean(profile.records)
     summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
                                             "n_instances": len(profile.instances), "notes": profile.notes})
-    files.append(artifacts.write_json(summary, sp))
-    profile.files = files
-    return files
+    profile.summary = summary
+    return artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
 
 
-def profile_run(run_dir, top_k: int = 10, min_count: int = 5, alpha: float = 0.05, seed: int = 0,
-                study: str | None = None, text_column: str | None = None, premise_column: str | None = None,
-                train_fraction: float = 0.5, bigrams: bool = False, nearest_k: int = 5,
-                include_limited: bool = False) -> Profile:
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, top_k: int = 10, min_count: int = 5,
+                alpha: float = 0.05, study: str | None = None, text_column: str | None = None,
+                premise_column: str | None = None, train_fraction: float = 0.5, bigrams: bool = False,
+                nearest_k: int = 5) -> Profile:
     """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``."""
     p = build(run_dir, study=study, text_column=text_column, premise_column=premise_column,
               train_fraction=train_fraction, seed=seed, bigrams=bigrams, nearest_k=nearest_k)
-    compute(p, predictions(p, run_dir, include_limited=include_limited), top_k=top_k, min_count=min_count,
-            alpha=alpha, seed=seed)
+    preds = predictions(p, run_dir, include_limited=include_limited)
+    if preds is not None:
+        p.scores = preds
+    compute(p, preds, top_k=top_k, min_count=min_count, alpha=alpha, seed=seed)
     write(p, run_dir)
     return p

@@ -8,7 +8,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from nbutils import studies
+from nbutils import artifacts, studies
 from nbutils.paths import repo_root
 from nbutils.sweep import execute, run_sweep
 
@@ -29,7 +29,9 @@ def test_the_sweep_profiles_cues_after_the_analysis(swept):
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
     cues = pd.read_csv(run / "tables" / "cues.csv")
     assert {"feature", "label", "count_train", "count_test", "mse", "jsd", "cueness", "lmi", "pmi"} <= set(cues.columns)
-    assert set(cues["label"]) == {"Yes", "No"} and cues["cueness"].is_monotonic_decreasing is not None
+    # every ranked feature with both labels, rows in rank order (so cueness never rises down the table)
+    assert cues.groupby("feature")["label"].agg(lambda s: sorted(s) == ["No", "Yes"]).all()
+    assert cues["rank"].is_monotonic_increasing and cues["cueness"].is_monotonic_decreasing
     top = cues.drop_duplicates("feature")
     assert top["rank"].tolist() == sorted(top["rank"]) and top["cueness"].is_monotonic_decreasing
     acc = pd.read_csv(run / "tables" / "cue_accuracy_test.csv")
@@ -55,5 +57,13 @@ def test_rerunning_the_notebook_replaces_the_cue_records(swept):
 
 
 def test_a_run_without_labels_is_refused(tmp_path):
-    with pytest.raises(Exception, match="study"):
-        execute(studies.RUN_ANALYSES["cues"], tmp_path / "out.ipynb", {"run_dir": str(tmp_path)})
+    """A custom run whose dataset has no gold answers: refused before any score file is read."""
+    from nbutils.studies.custom import dataset
+
+    example = artifacts.read_yaml((ROOT / "params/custom/datasets/example_yesno.yaml").read_text(), "example_yesno")
+    items = dataset.load_items(ROOT / example["data_file"], example["columns"], group_by=example["group_by"])
+    run = tmp_path / "run"
+    dataset.write_items(items.assign(answer=None, answer_text=None, answer_raw=None), run, {"answers": "removed"})
+    with pytest.raises(Exception, match=r"run_dir: \S*items\.parquet has no gold answers; cue profiling needs labels"):
+        execute(studies.RUN_ANALYSES["cues"], tmp_path / "out.ipynb", {"run_dir": str(run)})
+    assert not (run / "tables").exists() and not (run / "summary.json").exists()

@@ -1,11 +1,15 @@
-"""Quantifier concepts ("more than 1/2", "less than 20") and the example space they split."""
+"""Quantifier concepts ("more than 1/2", "less than 20"), the example space they split, and the sentence template
+("There are 12 shells. Alice has 5 of the 12 shells. Does Alice have …?") with the nouns it is filled with."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from importlib import resources
 
+PHRASE = "the desired quantity"  # the hidden concept, as the seeds write it
+TEMPLATE = "There are {T} {obj}. Alice has {N} of the {T} {obj}. Does Alice have {phrase} of the {obj}?"
 MIN_TOTAL = 5  # smallest number of objects in a scenario (seed 000, footnote 2)
 MAX_TOTAL = 100  # largest number of objects in a scenario
 
@@ -83,3 +87,17 @@ def example_space(concept: Concept) -> tuple[tuple[tuple[int, int], ...], tuple[
         for count in range(total + 1):
             (pos if concept.holds(total, count) else neg).append((total, count))
     return tuple(pos), tuple(neg)
+
+
+@lru_cache(maxsize=1)
+def nouns() -> tuple[str, ...]:
+    """The 100 plural nouns shipped with the package (see scripts/build_nouns.py for how they were chosen)."""
+    text = resources.files(__package__).joinpath("data/nouns.tsv").read_text()
+    rows = [line.split("\t") for line in text.strip().splitlines()[1:]]
+    return tuple(r[1] for r in rows)
+
+
+def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None) -> str:
+    """One example line of the seed template; ``answer=None`` gives the unanswered query."""
+    line = TEMPLATE.format(T=total, N=count, obj=noun, phrase=phrase)
+    return line if answer is None else f"{line} {'Yes' if answer else 'No'}."

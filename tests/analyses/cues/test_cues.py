@@ -9,8 +9,8 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 from nbutils import studies, sweep
-from nbutils.studies.cues import features as feats
-from nbutils.studies.cues import stats
+from nbutils.analyses.cues import features as feats
+from nbutils.analyses.cues import stats
 
 ALPHA = 0.05
 VOCAB = ["apple", "river", "table", "green", "house", "music", "paper", "stone", "cloud", "horse", "bread", "chair",
@@ -214,6 +214,18 @@ def test_bad_parameters_name_themselves():
         stats.top_features(stats.discover(F, labels, split, min_count=1), 0)
     with pytest.raises(ValueError, match="labels"):
         stats.discover(F, pd.Series(["A"] * 20), split)
+
+
+def test_a_run_of_sentences_is_refused(tmp_path):
+    from nbutils.analyses.cues.analysis import analyze_run
+    from nbutils.studies.negation import dataset as negation
+
+    stimuli, params = negation.build_stimuli(max_roots=1)
+    negation.write_stimuli(stimuli, tmp_path, params)
+    with pytest.raises(ValueError, match=r"^study: cue profiling needs labeled answer options; 'negation' scores "
+                                         r"sentences \(no labels to profile\)$"):
+        analyze_run(tmp_path)
+    assert not (tmp_path / "tables").exists() and not (tmp_path / "summary.json").exists()
 
 
 def test_the_sweep_accepts_a_cues_block_checked_against_the_notebook(tmp_path):

@@ -22,7 +22,7 @@ from scipy import stats as sps
 
 from ...artifacts import json_clean
 from ...stats import holm, wilson
-from .concepts import Concept, parse_concept
+from .quantifiers import Concept, parse_concept
 
 PROPORTION_GRID = tuple(sorted({Fraction(i, 10) for i in range(1, 10)} | {Fraction(1, d) for d in range(2, 7)}))
 CARDINAL_GRID = tuple(Fraction(n) for n in range(5, 100, 5))

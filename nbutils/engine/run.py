@@ -1,0 +1,163 @@
+"""One scoring run, for any dataset and either scorer: check, plan, resume, score, checkpoint, write.
+
+``score_run`` scores ``{run}/<dataset file>`` with one loaded model into ``{run}/scores/{slug}….parquet`` + ``.json``
+(the files are named and kept by ``runstore``). The batch plan is fixed before scoring, so a run killed at any point
+(even ``kill -9``) and started again resumes from its checkpoint and writes exactly the file an uninterrupted run
+writes. The scorer (``scorer.make_scorer``) does the model work; this loop only moves its records to disk.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from .. import artifacts, runstore
+from ..runstore import check_int
+from ..spec import DatasetSpec
+from .scorer import Scorer, make_scorer
+
+
+def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoint_every: int = 16,
+                 shard_index: int = 0, num_shards: int = 1, pll_variant: str = "original", spec: DatasetSpec | None = None,
+                 masked: bool = False, rescore_margin: float | str = 0.0, chat_template: str = "auto",
+                 calibration_size: int = 8) -> None:
+    """Every user-settable run parameter, validated without a model (so a typo costs seconds, not a model load)."""
+    from .choices import CHAT_TEMPLATE_MODES
+    from .models import check_rescore_margin
+    from .sentences import PLL_VARIANTS
+
+    if chat_template not in CHAT_TEMPLATE_MODES:
+        raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {chat_template!r}")
+    if not isinstance(masked, bool):
+        raise ValueError(f"masked: must be True or False, got {masked!r}")
+    check_rescore_margin(rescore_margin)
+    check_int("calibration_size", calibration_size, 1)
+    if spec is not None and spec.scorer == "choices" and masked:
+        raise ValueError("masked: answer choices need a causal LM; masked LMs score sentences only (negation)")
+    if spec is not None and spec.scorer == "sentences" and rescore_margin and rescore_margin != "auto":
+        raise ValueError("rescore_margin: applies to answer choices only; this dataset is scored as sentences")
+    if batch_size != "auto":
+        check_int("batch_size", batch_size, 1)
+    if limit is not None:
+        check_int("limit", limit, 1)
+    check_int("limit_seed", limit_seed, 0)
+    check_int("checkpoint_every", checkpoint_every, 1)
+    check_int("num_shards", num_shards, 1)
+    check_int("shard_index", shard_index, 0)
+    if shard_index >= num_shards:
+        raise ValueError(f"shard_index: must be < num_shards ({num_shards}), got {shard_index}")
+    if pll_variant not in PLL_VARIANTS:
+        raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {pll_variant!r}")
+
+
+def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", batch_size: int | str = "auto",
+              limit: int | None = None, limit_seed: int = 0, checkpoint_every: int = 16, shard_index: int = 0,
+              num_shards: int = 1, pll_variant: str = "original", overwrite: bool = False, progress=True,
+              stop_after: int | None = None, calibration_size: int = 8) -> tuple[pd.DataFrame, dict]:
+    """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
+
+    Checkpoints every ``checkpoint_every`` batches; a rerun resumes from the checkpoint, returns a finished run with
+    the same identity as it is, and refuses to mix results of a different model, precision, dataset or scorer.
+    ``progress``: True for a bar, False for none, or a callable(n_rows) per batch. ``stop_after`` (batches)
+    exists to test interruption. ``calibration_size``: prompts scored in bf16 and float32 to set
+    ``rescore_margin: auto`` (see ``calibration``).
+    """
+    check_params(batch_size=batch_size, limit=limit, limit_seed=limit_seed, checkpoint_every=checkpoint_every,
+                 shard_index=shard_index, num_shards=num_shards, pll_variant=pll_variant,
+                 calibration_size=calibration_size)
+    full, dpath = runstore.read_dataset(run_dir, spec)
+    data = runstore.select_limit(full, spec, limit, limit_seed).reset_index(drop=True)
+    scorer = make_scorer(lm, data, spec, chat_template=chat_template, batch_size=batch_size, pll_variant=pll_variant,
+                         calibration_size=calibration_size)
+    meta = dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
+                id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
+                limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
+                limit=limit, limit_seed=limit_seed, batch_size=batch_size, num_shards=num_shards,
+                shard_index=shard_index, **scorer.meta)
+    expected = runstore.identity(meta)
+    files = runstore.ScoreFiles(run_dir, runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"),
+                                                            lm.meta.get("dtype_requested")),
+                                limit, shard_index, num_shards)
+    finished = files.finished(expected, overwrite)
+    if finished is not None:
+        return finished
+    ids = data[spec.id_column].tolist()
+    check_context(lm, scorer, ids)
+    done, prior = files.resume(expected, overwrite, ids)
+    meta["token_budget"] = prior.get("token_budget") or lm.meta.get("token_budget")  # a resumed run keeps its plan
+    batches = scorer.plan(meta["token_budget"])[shard_index::num_shards]
+    n_planned = sum(len(b) for b in batches)
+    saver = _Checkpoints(files, ids, meta, done, n_planned, checkpoint_every, prior.get("elapsed_seconds", 0.0))
+    if hasattr(scorer, "calibrate"):  # a one-off step before the main loop (the fast path's re-scoring margin)
+        calibration = scorer.calibrate(batches, prior, saver.record)
+        if calibration:
+            meta.update(calibration)
+            saver.save()
+    todo = [b for b in batches if not all(i in done for i in b)][:stop_after]
+    try:
+        scorer.run(todo, saver.record, progress)
+    except KeyboardInterrupt:
+        saver.save()
+        raise
+    planned = sorted(i for b in batches for i in b)
+    if not set(planned).issubset(done):
+        saver.save()
+        return scorer.frame(sorted(done), done), dict(meta, complete=False, n_done=len(done), n_planned=n_planned)
+    df = scorer.frame(planned, done)
+    meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
+                versions=artifacts.versions())
+    return files.write(df, meta)
+
+
+class _Checkpoints:
+    """Collects a run's records as batches finish; every ``every`` batches writes the checkpoint, and at most every
+    two seconds the progress file the sweep reads."""
+
+    def __init__(self, files: runstore.ScoreFiles, ids: list, meta: dict, done: dict, n_planned: int, every: int,
+                 elapsed_before: float):
+        self.files, self.ids, self.meta, self.done = files, ids, meta, done
+        self.n_planned, self.every, self.elapsed_before = n_planned, every, elapsed_before
+        self.t0, self.n_before, self.since, self.shown = time.perf_counter(), len(done), 0, 0.0
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.t0
+
+    def record(self, records: dict) -> None:
+        self.done.update(records)
+        now = time.perf_counter()
+        if now - self.shown >= 2.0:
+            rate = (len(self.done) - self.n_before) / (now - self.t0) if now > self.t0 else 0.0
+            self.files.report_progress(len(self.done), self.n_planned, rate)
+            self.shown = now
+        self.since += 1
+        if self.since >= self.every:
+            self.save()
+
+    def save(self) -> None:
+        self.files.checkpoint(self.ids, self.done, dict(self.meta, n_done=len(self.done), n_planned=self.n_planned,
+                                                        elapsed_seconds=self.elapsed()))
+        self.since = 0
+
+
+def context_window(lm) -> int | None:
+    """The longest input the model was built for (``max_position_embeddings``), if it says."""
+    cfg = getattr(lm.model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_context(lm, scorer: Scorer, ids: list) -> None:
+    """Inputs longer than the model's window are an error naming the count, the longest input and the window."""
+    window = context_window(lm)
+    if window is None:
+        return
+    totals = scorer.input_lengths()
+    over = [i for i, n in enumerate(totals) if n > window]
+    if over:
+        worst = max(over, key=lambda i: totals[i])
+        raise ValueError(f"context: {len(over)} of {len(totals)} inputs are longer than the model's window of {window} "
+                         f"tokens (longest: {ids[worst]!r}, {totals[worst]} tokens); use shorter prompts (e.g. fewer "
+                         "n_examples) or a model with a longer context")

@@ -1,0 +1,351 @@
+"""Statistics of quantifier concepts on any frame with a concept column (``family``, ``quantifier``, ``threshold``,
+``monotonicity``, ``condition``, ``correct``, ``pred_yes``, ``model``): accuracy per concept with CIs, the seeds'
+Appendix-B layout, the upward − downward gap pooled over matched thresholds, and the mixed-effects test of the gap
+(lme4's GLMM through R, the script in ``glmm.R``; a bias-reduced GEE in Python).
+"""
+from __future__ import annotations
+
+import warnings
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import StratifiedTable
+
+from ...stats import holm, sign_flip_test, t_interval, wilson
+
+CONCEPT_KEYS = ["family", "quantifier", "threshold", "monotonicity"]
+
+
+def threshold_value(threshold: str) -> float:
+    """Numeric value of a threshold string ("3/10" → 0.3), for ordering columns."""
+    return float(Fraction(threshold))
+
+
+def accuracy_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Model × condition × concept: n, accuracy, 95% Wilson CI, exact binomial p vs 0.5, Holm p within model."""
+    rows = []
+    for (model, condition, concept), g in df.groupby(["model", "condition", "concept"], sort=False):
+        n, k = len(g), int(g["correct"].sum())
+        lo, hi = wilson(k, n)
+        rows.append({"model": model, "condition": condition, "concept": concept,
+                     **{c: g[c].iloc[0] for c in CONCEPT_KEYS}, "n": n, "n_correct": k,
+                     "accuracy": k / n, "ci_low": lo, "ci_high": hi,
+                     "p_binom": sps.binomtest(k, n, 0.5).pvalue, "yes_rate": float(g["pred_yes"].mean())})
+    out = pd.DataFrame(rows)
+    out["p_holm"] = out.groupby("model")["p_binom"].transform(lambda s: holm(s.to_numpy()))
+    out["_t"] = out["threshold"].map(threshold_value)
+    return out.sort_values(["model", "condition", "family", "_t", "quantifier"]).drop(columns="_t").reset_index(drop=True)
+
+
+def appendix_b(acc: pd.DataFrame) -> pd.DataFrame:
+    """The seeds' Appendix-B layout: rows [more than p]/[less than p] per model and condition, columns thresholds, cells %."""
+    t = acc.assign(row=lambda d: "[" + d["quantifier"].str.replace("_", " ") + " p]",
+                   pct=lambda d: (100 * d["accuracy"]).round(1))
+    wide = t.pivot_table(index=["model", "condition", "family", "row"], columns="threshold", values="pct", aggfunc="first")
+    cols = sorted(wide.columns, key=threshold_value)
+    return wide[cols].sort_index(level=["model", "condition", "family", "row"], ascending=[True, True, True, False])
+
+
+def matched_thresholds(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose threshold has both an upward and a downward concept in the same model, condition and family."""
+    both = df.groupby(["model", "condition", "family", "threshold"])["monotonicity"].transform("nunique") == 2
+    return df[both]
+
+
+def _cluster(df: pd.DataFrame) -> pd.Series:
+    """The unit of replication: one threshold of one family ("proportional:1/3"), shared by its up and down concept."""
+    return df["family"].astype(str) + ":" + df["threshold"].astype(str)
+
+
+def _empirical_logit(k, n):
+    """log((k + ½) / (n − k + ½)): finite at 0% and 100%, nearly unbiased for the log-odds."""
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    return np.log((k + 0.5) / (n - k + 0.5))
+
+
+def threshold_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per model × condition × matched threshold: counts up and down, the accuracy gap and the log odds ratio.
+
+    These are the units every threshold-level test and the cluster bootstrap resample: a claim about thresholds in
+    general rests on how these K values vary, not on the thousands of prompts within them.
+    """
+    m = matched_thresholds(df)
+    if m.empty:
+        return pd.DataFrame(columns=["model", "condition", "cluster", "n_up", "k_up", "n_down", "k_down", "gap", "log_or"])
+    m = m.assign(cluster=_cluster(m), up=m["monotonicity"] == "upward", correct=m["correct"].astype(bool))
+    g = m.groupby(["model", "condition", "cluster", "up"], sort=False)["correct"].agg(["size", "sum"]).unstack("up")
+    out = pd.DataFrame({"n_up": g[("size", True)], "k_up": g[("sum", True)],
+                        "n_down": g[("size", False)], "k_down": g[("sum", False)]}).astype(int).reset_index()
+    out["gap"] = out["k_up"] / out["n_up"] - out["k_down"] / out["n_down"]
+    out["log_or"] = _empirical_logit(out["k_up"], out["n_up"]) - _empirical_logit(out["k_down"], out["n_down"])
+    return out
+
+
+def cluster_bootstrap_gap(cells: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> tuple[float, float]:
+    """95% percentile CI of the pooled accuracy gap, resampling whole thresholds (never prompts within them)."""
+    k = len(cells)
+    if k < 2:
+        return float("nan"), float("nan")
+    pick = rng.integers(0, k, size=(n_boot, k))
+    cols = {c: cells[c].to_numpy(dtype=float)[pick].sum(axis=1) for c in ("k_up", "n_up", "k_down", "n_down")}
+    gaps = cols["k_up"] / cols["n_up"] - cols["k_down"] / cols["n_down"]
+    return float(np.quantile(gaps, 0.025)), float(np.quantile(gaps, 0.975))
+
+
+def _mantel_haenszel(cells: pd.DataFrame) -> dict:
+    """Cochran–Mantel–Haenszel test (no continuity correction, no added 0.5), MH odds ratio with CI, Breslow–Day."""
+    tables = [np.array([[r.k_up, r.n_up - r.k_up], [r.k_down, r.n_down - r.k_down]], dtype=float)
+              for r in cells.itertuples(index=False)]
+    out = {"or_mh": np.nan, "or_mh_ci_low": np.nan, "or_mh_ci_high": np.nan, "p_cmh": np.nan, "p_breslow_day": np.nan}
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        st = StratifiedTable(tables)
+        out["p_cmh"] = float(st.test_null_odds(correction=False).pvalue)
+        out["or_mh"] = float(st.oddsratio_pooled)
+        try:
+            out["or_mh_ci_low"], out["or_mh_ci_high"] = (float(v) for v in st.oddsratio_pooled_confint())
+            out["p_breslow_day"] = float(st.test_equal_odds().pvalue) if len(tables) > 1 else np.nan
+        except (ZeroDivisionError, ValueError, np.linalg.LinAlgError):
+            pass
+    return out
+
+
+def pooled_gap(df: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per model and condition: the gap pooled over matched thresholds, with two kinds of inference.
+
+    About thresholds in general (the claim a paper makes): ``log_or_mean`` is the mean over thresholds of the
+    per-threshold log odds ratio, with a t(K−1) CI and a sign-flip test (``p_signflip``, exact for K ≤ 16); the
+    accuracy gap's CI resamples thresholds (cluster bootstrap). About these thresholds only (fixed-threshold
+    tests): the Cochran–Mantel–Haenszel test ``p_cmh`` (no continuity correction), the Mantel–Haenszel odds ratio
+    with its Robins–Breslow–Greenland CI, and Breslow–Day's test that the odds ratio is the same at every threshold.
+    The CMH test rejects far more often than 5% when the gap varies from threshold to threshold around a mean of 0
+    (benchmarks/results/calibration.json): read it as a statement about the thresholds in the table.
+    """
+    rng = np.random.default_rng(seed)
+    cells = threshold_cells(df)
+    rows = []
+    for (model, condition), c in cells.groupby(["model", "condition"], sort=False):
+        n_up, n_down = c["n_up"].sum(), c["n_down"].sum()
+        acc_up, acc_down = c["k_up"].sum() / n_up, c["k_down"].sum() / n_down
+        lo, hi = cluster_bootstrap_gap(c, n_boot, rng)
+        mean, se, t_lo, t_hi = t_interval(c["log_or"])
+        p_sf, exact = sign_flip_test(c["log_or"], seed=seed)
+        rows.append({"model": model, "condition": condition, "n_thresholds": len(c), "n": int(n_up + n_down),
+                     "acc_up": acc_up, "acc_down": acc_down, "gap": acc_up - acc_down,
+                     "gap_ci_low": lo, "gap_ci_high": hi, "log_or_mean": mean, "log_or_se": se,
+                     "log_or_ci_low": t_lo, "log_or_ci_high": t_hi, "p_signflip": p_sf, "signflip_exact": exact,
+                     **_mantel_haenszel(c)})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["p_holm_models"] = out.groupby("condition")["p_cmh"].transform(lambda s: holm(s.to_numpy()))
+    return out
+
+
+def headline_gap(df: pd.DataFrame, n_boot: int = 2000, seed: int = 0, condition: str = "concept_learning") -> dict:
+    """The study's headline in one record: the pooled upward − downward accuracy gap of ``condition`` (the first
+    condition when it is absent), with its threshold-bootstrap CI and the sign-flip p over thresholds."""
+    g = pooled_gap(df, n_boot=n_boot, seed=seed)
+    if g.empty:
+        return {"estimate": None, "ci_low": None, "ci_high": None, "p": None}
+    row = g[g["condition"] == condition].iloc[0] if (g["condition"] == condition).any() else g.iloc[0]
+    return {"estimate": float(row["gap"]), "ci_low": float(row["gap_ci_low"]), "ci_high": float(row["gap_ci_high"]),
+            "p": float(row["p_signflip"]), "condition": row["condition"]}
+
+
+def _design(g: pd.DataFrame) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """0/1 columns u (upward), e (explicit), ue (their product), ucl = u·(1 − e); the fixed terms; notes."""
+    e = (g["condition"] == "explicit").astype(float)
+    u = (g["monotonicity"] == "upward").astype(float)
+    d = g.assign(correct=g["correct"].astype(float), u=u, e=e, ue=u * e, ucl=u * (1 - e), cluster=_cluster(g))
+    notes = []
+    terms = ["u"] if d["u"].nunique() > 1 else []
+    if d["e"].nunique() > 1:
+        terms += ["e"] + (["ue"] if terms else [])
+    else:
+        notes.append(f"only one condition ({g['condition'].iloc[0]}): no condition term")
+    if not terms:
+        notes.append("only one monotonicity: nothing to compare")
+    return d, terms, notes
+
+
+# term key → (reported term, condition); "u@explicit" is the gap under the explicit condition, β_u + β_ue
+TERM_NAMES = {"u": "upward", "e": "explicit", "ue": "upward:explicit", "u@explicit": "upward"}
+TERM_NOTES = {"u": "log odds ratio upward vs downward (the gap)",
+              "e": "log odds ratio explicit vs concept learning, downward concepts",
+              "ue": "change of the gap's log odds ratio when explicit (< 0: the gap shrinks)",
+              "u@explicit": "log odds ratio upward vs downward (the gap)"}
+
+
+SEPARATION = "an estimate beyond ±8 log-odds: (quasi-)complete separation, the test is not reliable"
+
+
+def _term_condition(key: str, conditions: list[str]) -> str | None:
+    if key == "u@explicit":
+        return "explicit"
+    if key == "u":
+        return "concept_learning" if len(conditions) > 1 else conditions[0]
+    return None
+
+
+def gee_model(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model: GEE logit ``correct ~ u + e + u·e``, clustered by threshold, exchangeable working correlation,
+    bias-reduced (Mancl–DeRouen) sandwich covariance, and t(K−1) p-values and CIs for K thresholds.
+
+    The pure-Python test, calibrated for the 5–20 thresholds a study has (the plain robust SE with normal
+    p-values rejected a true null 10–13% of the time at 10 thresholds). ``u`` is the gap under concept
+    learning; the gap under the explicit condition is the contrast u + u·e.
+    """
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    rows = []
+    for model, g in df.groupby("model", sort=False):
+        d, terms, notes = _design(g)
+        k = d["cluster"].nunique()
+        conditions = list(dict.fromkeys(g["condition"]))
+        base = {"model": model, "test": "gee_bias_reduced", "formula": "correct ~ " + (" + ".join(terms) or "1"),
+                "random_effects": "", "n": len(d), "n_thresholds": k}
+        if not terms:
+            continue
+        if d["correct"].nunique() < 2:
+            rows.append({**base, "valid": False, "note": "; ".join(notes + ["every answer equally correct: no model fitted"])})
+            continue
+        valid = k >= 2
+        if k < 2:
+            notes.append("one threshold: no clustered inference (a plain logistic GLM, read as about this threshold only)")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if k >= 2:
+                    fit = smf.gee(base["formula"], "cluster", d, family=sm.families.Binomial(),
+                                  cov_struct=sm.cov_struct.Exchangeable()).fit(cov_type="bias_reduced")
+                    dfree = k - 1
+                else:
+                    fit = smf.glm(base["formula"], d, family=sm.families.Binomial()).fit()
+                    dfree = np.inf
+            cov = np.asarray(fit.cov_params())
+            names = list(fit.params.index)
+        except Exception as err:  # noqa: BLE001 - reported in the table, never a crash
+            rows.append({**base, "valid": False, "note": "; ".join(notes + [f"GEE failed: {type(err).__name__}: {err}"])})
+            continue
+        contrasts = {t: np.eye(len(names))[names.index(t)] for t in terms}
+        if "ue" in terms:
+            contrasts["u@explicit"] = contrasts["u"] + contrasts["ue"]
+        if 2 <= k <= len(names):
+            # the clustered (sandwich) covariance sums K cluster scores that add up to zero: its rank is at most
+            # K − 1, so with no more thresholds than coefficients it is singular and its SEs are meaningless
+            valid = False
+            notes.append(f"not estimable: the clustered GEE needs more thresholds than coefficients ({k} thresholds, "
+                         f"{len(names)} coefficients); use at least {len(names) + 1} thresholds")
+        q = float(sps.t.ppf(0.975, dfree))
+        for key, c in contrasts.items():
+            est, var = float(c @ fit.params.to_numpy()), float(c @ cov @ c)
+            se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
+            ok = valid and bool(np.isfinite(se))
+            sep = [SEPARATION] if abs(est) > 8 else []
+            tval = est / se if ok else np.nan
+            rows.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),
+                         "estimate": est if ok else np.nan, "se": se if ok else np.nan,
+                         "ci_low": est - q * se if ok else np.nan, "ci_high": est + q * se if ok else np.nan,
+                         "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)) if ok else np.nan,
+                         "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep)})
+    return pd.DataFrame(rows)
+
+@lru_cache(maxsize=1)
+def glmm_script() -> str:
+    """The lme4 script ``run_glmm`` hands to R (``glmm.R`` beside this module)."""
+    return resources.files(__package__).joinpath("glmm.R").read_text()
+
+
+def glmm_input(df: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
+    """The columns the lme4 script reads: unit (one fit each), correct, u, e, ue, ucl, cluster, noun, pair."""
+    d, _, _ = _design(df)
+    noun = d["query_noun"].astype(str) if "query_noun" in d else "none"
+    pair = d["pair_id"].astype(str) if "pair_id" in d else np.arange(len(d)).astype(str)
+    return pd.DataFrame({"unit": d[unit].astype(str), "correct": d["correct"].astype(int), "u": d["u"].astype(int),
+                         "e": d["e"].astype(int), "ue": d["ue"].astype(int), "ucl": d["ucl"].astype(int),
+                         "cluster": d["cluster"], "noun": noun, "pair": pair})
+
+
+def run_glmm(data: pd.DataFrame, seed: int = 0, random: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fit the GLMM and its likelihood-ratio tests in one ``Rscript`` for every unit of ``data`` (see glmm_input).
+
+    ``random`` restricts the random terms tried (names among "threshold", "slope", "noun", "pair"; default: every
+    one the data identify). Returns (info per unit, terms per unit × term key). Raises rbridge.RError when R fails.
+    """
+    from ...rbridge import run_r
+
+    config = pd.DataFrame({"random": [",".join(random) if random else "auto"]})
+    out = run_r(glmm_script(), {"glmm": data, "config": config}, seed=seed)
+    return out["info"], out.get("terms", pd.DataFrame())
+
+
+def glmm_model(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model: binomial GLMM (lme4::glmer, Laplace) of ``correct ~ u + e + u·e`` with random intercepts for
+    threshold, the query's noun and the prompt pair (both conditions of one prompt), and an uncorrelated random
+    slope of upward by threshold; p-values by likelihood-ratio tests of nested models (χ², 1 df), Wald CIs.
+
+    Random terms whose variance is estimated at 0 (a singular fit) are dropped one round at a time and the model
+    refitted, each drop reported in ``note``; a fit that stays singular or does not converge (after lme4's
+    restart from its own estimates) is kept but marked ``valid=False``. Empty when R with lme4 is not installed.
+    """
+    from ...rbridge import RError, r_available
+
+    if not r_available("lme4"):
+        return pd.DataFrame()
+    data = glmm_input(df)
+    rows = []
+    try:
+        info, terms = run_glmm(data)
+    except RError as err:
+        return pd.DataFrame([{"model": m, "test": "glmm_lrt", "valid": False, "note": f"lme4 failed: {err}"}
+                             for m in df["model"].unique()])
+    info = info.set_index("unit")
+    for model, g in df.groupby("model", sort=False):
+        i = info.loc[str(model)]
+        conditions = list(dict.fromkeys(g["condition"]))
+        _, _, notes = _design(g)
+        base = {"model": model, "test": "glmm_lrt", "formula": i["formula"], "random_effects": i["random"],
+                "random_sd": i["sd"], "n": len(g), "n_thresholds": _cluster(g).nunique()}
+        fit_note = "" if pd.isna(i["note"]) else str(i["note"])
+        t = terms[terms["unit"] == str(model)] if len(terms) else terms
+        if t.empty:
+            rows.append({**base, "valid": False, "note": "; ".join(filter(None, notes + [fit_note, "no term to test"]))})
+        for r in t.itertuples(index=False):
+            sep = SEPARATION if abs(r.estimate) > 8 else ""
+            note = "; ".join(filter(None, [*notes, fit_note, "" if pd.isna(r.note) else str(r.note), sep]))
+            rows.append({**base, "term": TERM_NAMES[r.key], "condition": _term_condition(r.key, conditions),
+                         "estimate": r.estimate, "se": r.se, "ci_low": r.estimate - 1.96 * r.se,
+                         "ci_high": r.estimate + 1.96 * r.se, "statistic": r.chisq, "df": r.df, "p": r.p,
+                         "p_wald": r.p_wald, "valid": bool(r.valid) and not sep, "meaning": TERM_NOTES[r.key],
+                         "note": note})
+    return pd.DataFrame(rows)
+
+
+def mixed_model(df: pd.DataFrame, use_r: bool = True) -> pd.DataFrame:
+    """Per model: the headline mixed-effects test and its pure-Python counterpart, one row per model × test × term.
+
+    ``glmm_lrt`` (lme4 through R, when installed and ``use_r``) is the headline; ``gee_bias_reduced`` is always
+    computed and is the headline where R is absent or the GLMM has no valid fit. ``headline`` marks the row to report. Coefficients are log
+    odds; ``odds_ratio`` and its CI are their exponentials. ``upward`` (concept learning) is the gap;
+    ``upward:explicit`` < 0 means stating the concept shrinks it.
+    """
+    parts = [glmm_model(df) if use_r else pd.DataFrame(), gee_model(df)]
+    out = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
+    if out.empty:
+        return pd.DataFrame(columns=["model", "test", "term", "condition", "estimate", "p", "valid", "headline", "note"])
+    for col in ("term", "condition", "meaning", "estimate", "se", "ci_low", "ci_high", "statistic", "df", "p"):
+        if col not in out:
+            out[col] = np.nan if col not in ("term", "condition", "meaning") else None
+    out["odds_ratio"] = np.exp(out["estimate"].astype(float))
+    out["or_ci_low"], out["or_ci_high"] = np.exp(out["ci_low"].astype(float)), np.exp(out["ci_high"].astype(float))
+    usable = (out["test"] == "glmm_lrt") & out["valid"].astype(bool) & out["term"].map(lambda t: isinstance(t, str))
+    has_glmm = usable.groupby(out["model"]).transform("any")  # a failed or invalid GLMM hands the headline to the GEE
+    out["headline"] = np.where(has_glmm, out["test"] == "glmm_lrt", out["test"] == "gee_bias_reduced")
+    out["note"] = out["note"].fillna("")
+    out["meaning"] = out["meaning"].fillna("")
+    return out
