@@ -163,6 +163,19 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _describe_changes(old: dict, new: dict) -> str:
+    """``key: old → new`` for each parameter that differs; a source file's sha256 said in words."""
+    out = []
+    for k in sorted(set(old) | set(new), key=str):
+        if old.get(k) == new.get(k):
+            continue
+        if k.endswith("_sha256"):
+            out.append(f"{k.removesuffix('_sha256')} changed since the dataset was made (its sha256 differs)")
+        else:
+            out.append(f"{k}: {old.get(k)!r} → {new.get(k)!r}")
+    return "; ".join(out)
+
+
 def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: bool = False) -> dict:
     """Write a dataset and its ``.json`` sidecar; refuse to replace a different existing dataset.
 
@@ -184,7 +197,8 @@ def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: boo
         if not same_params and not overwrite:
             raise OverwriteError(
                 f"run_dir: {path} already holds a dataset made with other parameters "
-                f"({old.get('parameters')}); choose another run_dir or pass overwrite=True"
+                f"({_describe_changes(old.get('parameters') or {}, meta.get('parameters') or {})}); choose another "
+                "run_dir or pass overwrite=True"
             )
         if same_params and not intact:
             print(f"{path.name}: does not match the sha256 in {sidecar.name} (truncated or edited); rewriting it")

@@ -399,12 +399,18 @@ def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec)
     items = spec.choice_items(rows)
     per = [tuple(items.options)] * len(rows) if isinstance(items.options, tuple) else [tuple(o) for o in items.options]
     raw = scores[lp_cols].to_numpy(float)
-    choice, margin = [], []
-    for r, opts in enumerate(per):
-        lp = raw[r, : len(opts)]
-        choice.append(opts[int(np.nanargmax(lp))])
-        top = np.sort(lp)
-        margin.append(lp[0] - lp[1] if len(opts) == 2 else top[-1] - top[-2])
+    if len(set(per)) == 1 and len(per[0]) == raw.shape[1]:  # one option set: the same arithmetic, vectorised
+        opts = np.asarray(per[0], dtype=object) if per else np.array([], dtype=object)
+        choice = list(opts[np.argmax(raw, axis=1)]) if len(raw) else []
+        top = np.sort(raw, axis=1)
+        margin = raw[:, 0] - raw[:, 1] if raw.shape[1] == 2 else top[:, -1] - top[:, -2]
+    else:
+        choice, margin = [], []
+        for r, opts in enumerate(per):
+            lp = raw[r, : len(opts)]
+            choice.append(opts[int(np.nanargmax(lp))])
+            top = np.sort(lp)
+            margin.append(lp[0] - lp[1] if len(opts) == 2 else top[-1] - top[-2])
     ids = scores[spec.id_column].to_numpy()
     wrong = np.asarray(choice, dtype=object) != scores["choice"].to_numpy(dtype=object)
     if wrong.any():

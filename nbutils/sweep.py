@@ -245,6 +245,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     report.skipped.append(slug)
                     continue
                 print(f"[sweep] score {slug}", flush=True)
+                step = f"scoring {slug}"
                 t0 = time.perf_counter()
                 try:
                     with _Progress(run, slug, progress_every):

@@ -99,3 +99,11 @@ def test_quantization_benchmark_compares_8bit_and_4bit_with_float32_on_the_cpu(t
         assert 0 < rows[q]["median_abs_margin_diff"] <= rows[q]["max_abs_margin_diff"] < 2, "quantized, and close"
     bad = _run("quantization_cpu.py", "--precisions", "8bit,float32")
     assert bad.returncode != 0 and "--precisions: float32 first" in bad.stderr
+
+
+def test_score_file_checks_benchmark_times_the_checked_and_unchecked_read(tmp_path):
+    out = tmp_path / "checks.json"
+    proc = _run("score_file_checks.py", "--per-concept", "4", "--repeats", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["rows"] == 19 * 2 * 4 and report["load_scores_seconds_checked"] > 0

@@ -390,3 +390,29 @@ def test_an_edited_file_beside_a_good_one_is_left_out_with_a_note(scored, tmp_pa
     assert set(scores["model"]) == {slug}
     assert any(n.startswith("not analysed: other-model.json is not as written: other-model.parquet changed after")
                for n in runstore.excluded_notes(scores))
+
+
+def test_a_semicolon_csv_and_a_bad_batch_size_say_what_they_are(run, tmp_path):
+    from nbutils.studies.common.prompt_files import read_table
+
+    p = tmp_path / "items.csv"
+    p.write_text("prompt;answer\nIs 3 > 2?;Yes\n")
+    refused(run, lambda: read_table(str(p)), r"^data_file: items.csv line 1 has no commas but semicolons")
+    refused(run, lambda: scoring.check_params(batch_size=0), r"^batch_size: must be 'auto' or an integer")
+
+
+def test_an_edited_prompt_file_is_named_on_reload_and_in_the_analysis(tmp_path):
+    from nbutils.studies.custom import analysis, dataset
+
+    src = tmp_path / "items.csv"
+    src.write_text("prompt,answer\nIs 3 > 2?,Yes\nIs 2 > 3?,No\n")
+    params = dict(data_file=str(src), columns={}, choices=["Yes", "No"], option_format="text", group_by=[],
+                  system=None, shuffle_options=False, seed=0)
+    r = tmp_path / "run"
+    dataset.write_items(dataset.load_items(**params), r, dataset.parameters(**params))
+    assert analysis.source_notes(r) == []
+    src.write_text("prompt,answer\nIs 3 > 2?,Yes\nIs 2 > 3?,Yes\n")
+    refused(r, lambda: dataset.write_items(dataset.load_items(**params), r, dataset.parameters(**params)),
+            r"^run_dir: .*items.parquet already holds a dataset made with other parameters \(data_file changed since "
+            r"the dataset was made \(its sha256 differs\)\)", artifacts.OverwriteError)
+    assert analysis.source_notes(r) and "changed after it was loaded" in analysis.source_notes(r)[0]

@@ -36,8 +36,8 @@ def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoi
         raise ValueError("masked: answer choices need a causal LM; masked LMs score sentences only (negation)")
     if spec is not None and spec.scorer == "sentences" and rescore_margin and rescore_margin != "auto":
         raise ValueError("rescore_margin: applies to answer choices only; this dataset is scored as sentences")
-    if batch_size != "auto":
-        check_int("batch_size", batch_size, 1)
+    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
     if limit is not None:
         check_int("limit", limit, 1)
     check_int("limit_seed", limit_seed, 0)

@@ -92,6 +92,10 @@ def _read_delimited(text: str, path: Path, kind: str) -> tuple[pd.DataFrame, lis
         if header is None:
             raise ValueError(f"data_file: {path} is empty")
         header = [h.strip() for h in header]
+        if kind == "csv" and len(header) == 1 and header[0].count(";") >= 1:
+            raise ValueError(f"data_file: {path.name} line 1 has no commas but semicolons ({header[0]!r}): it looks like "
+                             "a semicolon-separated file (as some spreadsheet locales save CSV); save it with commas, "
+                             "or as tab-separated .tsv")
         if any(not h for h in header):
             raise ValueError(f"data_file: {path.name} line 1: the header has a blank column name ({header})")
         dup = sorted({h for h in header if header.count(h) > 1})

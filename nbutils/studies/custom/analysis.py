@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts, precision
+from ... import artifacts, paths, precision
 from ...runstore import excluded_notes, load_scores, split_precisions
 from .. import get
 from ..common import quantifier_stats as qstats
@@ -124,6 +124,23 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 
+def source_notes(run_dir) -> list[str]:
+    """A line when the prompt file the run's dataset was loaded from has changed (or gone) since: the scores are of
+    the copy in the run, not of the file as it is now."""
+    side = paths.sidecar(paths.dataset_path(run_dir, get("custom").dataset_file))
+    params = artifacts.read_json(side).get("parameters") or {} if side.exists() else {}
+    source, recorded = params.get("data_file"), params.get("data_file_sha256")
+    if not source or not recorded:
+        return []
+    path = paths.resolve(source)
+    if not path.exists():
+        return [f"the prompt file {source} is no longer there: these results are of the copy loaded into the run"]
+    if artifacts.sha256_file(path) != recorded:
+        return [f"the prompt file {source} changed after it was loaded (its sha256 differs): these results are of the "
+                "copy loaded into the run; load it again (01_load, overwrite=True) and score again to use the new file"]
+    return []
+
+
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
     scores, variants, precision_notes = split_precisions(load(run_dir, include_limited=include_limited))
@@ -133,6 +150,7 @@ def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot
         a.summary.setdefault("records", []).extend(recs)
         a.notes += precision_notes
     a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
+    a.notes += source_notes(run_dir)
     a.summary["_notes"] = a.notes
     write(a, run_dir, variants)
     return a
