@@ -207,6 +207,11 @@ def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
     return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
 
 
+def kernel_log(executed: Path) -> Path:
+    """What the kernel that ran an executed notebook wrote to its stderr (beside the notebook)."""
+    return Path(executed).with_suffix(".kernel.log")
+
+
 def lock_path(run_dir) -> Path:
     """The advisory lock file of a run directory."""
     return resolve(run_dir) / ".lock"

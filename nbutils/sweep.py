@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -80,8 +81,26 @@ def execute(notebook: str, output: Path, parameters: dict, kernel: str | None = 
     import papermill as pm
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(str(paths.resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
-                        cwd=str(paths.root()), progress_bar=progress, log_output=False)
+    with _stderr_to(paths.kernel_log(output)):
+        pm.execute_notebook(str(paths.resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
+                            cwd=str(paths.root()), progress_bar=progress, log_output=False)
+
+
+@contextmanager
+def _stderr_to(log: Path):
+    """Send this process's stderr (file descriptor 2, which the kernel inherits) to ``log`` while a notebook runs, so
+    the kernel's own chatter (its transport warning at start, a traceback when it is stopped mid-cell) lands in the
+    run's log instead of the terminal; a notebook's real error still comes back through papermill."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def run_notebook(notebook: str, output: str | None, parameters: dict, kernel: str | None = None) -> Path:

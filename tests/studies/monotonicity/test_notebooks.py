@@ -36,9 +36,9 @@ def swept(tmp_path_factory):
 def test_sweep_runs_generate_score_analyze(swept):
     run, report = swept
     assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
-    assert sorted(p.name for p in (run / "notebooks").iterdir()) == [
+    assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
         "01_generate.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
-    for nb in (run / "notebooks").iterdir():
+    for nb in (run / "notebooks").glob("*.ipynb"):
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
 
@@ -299,3 +299,33 @@ def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_
     assert (run / "figures" / "precision_margins.png").exists()
     main = pd.read_csv(run / "tables" / "accuracy.csv")
     assert set(main["model"]) == {"smollm2-135m-instruct"}, "the main analysis uses the float32 file only"
+
+
+def test_ctrl_c_during_scoring_says_where_it_stopped_and_nothing_more(tmp_path):
+    """SIGINT (Ctrl-C) to the sweep's process group while a model is scored: exit code 130, one line naming the step,
+    and the kernel's own traceback in the run's kernel log, not on the terminal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "nbutils", "sweep", "params/ci.yaml", "--run-dir", str(run)],
+                            cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a test worker may ignore it
+    lines = []
+    while not any("[sweep] score " in x for x in lines):
+        line = proc.stdout.readline()
+        assert line, "the sweep ended before scoring"
+        lines.append(line)
+    time.sleep(8)  # the score notebook is running (model loaded or loading)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "interrupted during scoring smollm2-135m-instruct" in out
+    assert "Traceback" not in err and "IPKernelApp" not in err, err[-2000:]
+    assert (run / "notebooks" / "score__smollm2-135m-instruct.kernel.log").exists()
+    assert sorted(p.name for p in (run / "notebooks").glob("*.kernel.log")) == [
+        "01_generate.kernel.log", "score__smollm2-135m-instruct.kernel.log"], "the kernels' stderr went to the run's logs"
