@@ -12,7 +12,7 @@ rows both scored:
 - and, given the study's headline function, its estimate at each precision, so a reader sees whether the
   headline moves.
 
-The most exact precision of each model is the one its main analysis uses (``main_precision``).
+The most exact precision of each model is the one its main analysis uses (``runstore.split_precisions``).
 """
 from __future__ import annotations
 
@@ -45,14 +45,6 @@ def file_tag(quantization="auto", dtype="auto") -> str | None:
 def rank(label: str) -> int:
     """Position of a precision label in ``ORDER`` (unknown labels last)."""
     return ORDER.index(label) if label in ORDER else len(ORDER)
-
-
-def main_precision(scores: pd.DataFrame) -> pd.DataFrame:
-    """Only the most exact precision of each model (the rows a study's main analysis uses)."""
-    if "precision" not in scores.columns or scores.groupby("model")["precision"].nunique().max() <= 1:
-        return scores
-    best = scores.groupby("model")["precision"].agg(lambda s: min(s.unique(), key=rank))
-    return scores[scores["precision"] == scores["model"].map(best)]
 
 
 def cohens_kappa(a, b) -> float:

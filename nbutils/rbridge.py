@@ -4,8 +4,9 @@ Used for lme4/lmerTest fits (the mixed-effects reference the statistics are chec
 every caller must have a pure-Python path for machines without it. Data travel as CSV both ways, so no R package
 beyond the ones a script loads itself is needed, and nothing is linked into this Python process.
 
-Row names are not kept: write them as a column. A script reads its inputs with ``nb_in("name")`` and writes each result with ``nb_out(df, "name")``; both helpers are
-defined before the script runs. The R seed is fixed (``set.seed``) so parametric-bootstrap results are reproducible.
+Row names are not kept: write them as a column. A script reads its inputs with ``nb_in("name")`` and writes each result with ``nb_out(df, "name")``;
+``nb_per_unit(d, fit, part)`` fits ``fit`` to each ``unit`` of ``d`` and writes the ``info`` and ``part`` tables of all
+units (with a ``unit`` column). These helpers are defined before the script runs. The R seed is fixed (``set.seed``) so parametric-bootstrap results are reproducible.
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ nb_in <- function(name) utils::read.csv(file.path(Sys.getenv("NB_R_IN"), paste0(
 nb_out <- function(x, name) utils::write.csv(as.data.frame(x), file.path(Sys.getenv("NB_R_OUT"),
                                              paste0(name, ".csv")), row.names = FALSE)
 set.seed(as.integer(Sys.getenv("NB_R_SEED", "20240101")))
+nb_per_unit <- function(d, fit, part) {
+  infos <- list(); parts <- list()
+  for (u in unique(d$unit)) {
+    r <- fit(d[d$unit == u, ])
+    infos[[u]] <- cbind(unit = u, r$info)
+    if (!is.null(r[[part]])) parts[[u]] <- cbind(unit = u, r[[part]])
+  }
+  nb_out(do.call(rbind, infos), "info")
+  nb_out(if (length(parts)) do.call(rbind, parts) else data.frame(unit = character(0)), part)
+}
 """
 
 

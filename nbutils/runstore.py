@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import artifacts, paths, precision
 from .artifacts import OverwriteError
-from .spec import DatasetSpec
+from .spec import DatasetSpec, decisions, options_per_row
 
 # The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
 IDENTITY_KEYS = ("model", "revision", "quantization", "dtype", "dataset_file", "dataset_sha256", "scorer",
@@ -247,8 +247,9 @@ def check_scores_file(path: Path, meta: dict) -> str | None:
 
 
 def rates(df: pd.DataFrame, elapsed: float) -> dict:
-    """Rows, time and speed of a finished score file, the rows re-scored in float32, and accuracy where known."""
-    out = {"n_rows": len(df), "elapsed_seconds": round(elapsed, 3),
+    """Time and speed of a finished score file, the rows re-scored in float32, and accuracy where known (its row
+    count is a content field, written by ``write_scores``)."""
+    out = {"elapsed_seconds": round(elapsed, 3),
            "rows_per_second": round(len(df) / elapsed, 4) if elapsed > 0 else None}
     if "n_tokens" in df and elapsed > 0:
         out["tokens_per_second"] = round(int(df["n_tokens"].sum()) / elapsed, 1)
@@ -397,20 +398,7 @@ def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec)
         return "has no 'choice' or 'margin' column"
     rows = data.set_index(spec.id_column).loc[scores[spec.id_column]].reset_index()
     items = spec.choice_items(rows)
-    per = [tuple(items.options)] * len(rows) if isinstance(items.options, tuple) else [tuple(o) for o in items.options]
-    raw = scores[lp_cols].to_numpy(float)
-    if len(set(per)) == 1 and len(per[0]) == raw.shape[1]:  # one option set: the same arithmetic, vectorised
-        opts = np.asarray(per[0], dtype=object) if per else np.array([], dtype=object)
-        choice = list(opts[np.argmax(raw, axis=1)]) if len(raw) else []
-        top = np.sort(raw, axis=1)
-        margin = raw[:, 0] - raw[:, 1] if raw.shape[1] == 2 else top[:, -1] - top[:, -2]
-    else:
-        choice, margin = [], []
-        for r, opts in enumerate(per):
-            lp = raw[r, : len(opts)]
-            choice.append(opts[int(np.nanargmax(lp))])
-            top = np.sort(lp)
-            margin.append(lp[0] - lp[1] if len(opts) == 2 else top[-1] - top[-2])
+    choice, margin = decisions(scores[lp_cols].to_numpy(float), options_per_row(items.options, len(rows)))
     ids = scores[spec.id_column].to_numpy()
     wrong = np.asarray(choice, dtype=object) != scores["choice"].to_numpy(dtype=object)
     if wrong.any():

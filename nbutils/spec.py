@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 SCORERS = ("choices", "sentences")
 YES_NO = ("Yes", "No")  # the options of a Yes/No question, in the order scored (margin = Yes − No)
@@ -15,6 +17,38 @@ def normalize_answer(value) -> str:
     if s.endswith("."):
         s = s[:-1].rstrip()
     return s.casefold()
+
+
+def options_per_row(options, n: int) -> list[tuple[str, ...]]:
+    """The option tuple of each of ``n`` rows, from one tuple (or list of strings) for every row or one per row."""
+    if isinstance(options, tuple) or (isinstance(options, list) and options and isinstance(options[0], str)):
+        opts = tuple(options)
+        return [opts] * n
+    if len(options) != n:
+        raise ValueError(f"options: {len(options)} option sets for {n} prompts")
+    return [tuple(o) for o in options]
+
+
+def decisions(raw: np.ndarray, per: Sequence[tuple[str, ...]]) -> tuple[list[str], np.ndarray]:
+    """The chosen option (the highest score; a tie goes to the first) and the margin of each row: with two options the
+    first minus the second (Yes − No), with more the best minus the runner-up. ``raw``: [rows, most options], NaN past
+    a row's own options. The one rule the score table is made with and its readers check it by."""
+    raw = np.asarray(raw, dtype=float)
+    if len(per) and len(set(per)) == 1 and len(per[0]) == raw.shape[1]:  # one option set: the same rule, vectorised
+        idx = np.nanargmax(raw, axis=1)
+        if raw.shape[1] == 2:
+            margin = raw[:, 0] - raw[:, 1]
+        else:
+            top = np.sort(raw, axis=1)
+            margin = top[:, -1] - top[:, -2]
+        return [per[0][i] for i in idx], margin
+    choice, margin = [], np.empty(len(per))
+    for r, opts in enumerate(per):
+        lp = raw[r, : len(opts)]
+        choice.append(opts[int(np.nanargmax(lp))])
+        top = np.sort(lp)
+        margin[r] = lp[0] - lp[1] if len(opts) == 2 else top[-1] - top[-2]
+    return choice, margin
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from scipy import stats as sps
 from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from nbutils import precision
+from nbutils import precision, runstore
 
 
 def _frame(seed=0, n=60):
@@ -62,12 +62,24 @@ def test_without_gold_the_mcnemar_test_says_it_cannot_be_estimated():
     assert table["mcnemar_p"].isna().all()
 
 
+def _as_loaded(df):
+    """``df`` as ``runstore.load_scores`` gives it: one model name per score file, what each file holds in attrs."""
+    stem = df["model"] + df["precision"].map(lambda p: "" if p == "float32" else f".{p}")
+    out = df.drop(columns="precision").assign(model=stem).reset_index(drop=True)
+    out.attrs["precision"] = {t: {"model": m, "precision": p} for t, m, p in zip(stem, df["model"], df["precision"])}
+    return out
+
+
 def test_main_precision_keeps_the_most_exact_of_each_model():
     df = _frame()
-    main = precision.main_precision(df)
-    assert set(zip(main.model, main.precision)) == {("m", "float32"), ("solo", "float32")}
+    main, variants, notes = runstore.split_precisions(_as_loaded(df))
+    assert set(main["model"]) == {"m", "solo"}, "each model's most exact file (float32) is the main one"
+    assert set(zip(variants.model, variants.precision)) == {("m", "float32"), ("m", "8bit"), ("m", "4bit")}
+    assert len(notes) == 1 and "m was scored at several precisions" in notes[0]
     only_low = df[df.precision == "4bit"]
-    assert precision.main_precision(only_low).equals(only_low), "a model scored only in 4-bit keeps its 4-bit rows"
+    main, variants, _ = runstore.split_precisions(_as_loaded(only_low))
+    assert set(main["model"]) == {"m.4bit"} and len(main) == len(only_low) and variants is None, \
+        "a model scored only in 4-bit keeps its 4-bit rows"
 
 
 def test_file_tags_come_from_the_parameters_as_set():

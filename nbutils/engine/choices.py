@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..spec import LETTERS, YES_NO, ChoiceItems, DatasetSpec, normalize_answer  # noqa: F401 - LETTERS for callers
+from ..spec import (LETTERS, YES_NO, ChoiceItems, DatasetSpec, decisions,  # noqa: F401 - LETTERS for callers
+                    normalize_answer, options_per_row)
 from .batching import left_pad, model_device, plan_batches, with_oom_halving
 
 CHAT_TEMPLATE_MODES = ("auto", "always", "never")
@@ -102,15 +103,6 @@ def use_chat_template(tokenizer, chat_template: str = "auto") -> bool:
     return chat_template == "always" or (chat_template == "auto" and has_template)
 
 
-def _per_prompt(options, n: int) -> list[tuple[str, ...]]:
-    if isinstance(options, tuple) or (isinstance(options, list) and options and isinstance(options[0], str)):
-        opts = tuple(options)
-        return [opts] * n
-    if len(options) != n:
-        raise ValueError(f"options: {len(options)} option sets for {n} prompts")
-    return [tuple(o) for o in options]
-
-
 def build_requests(tokenizer, texts: Sequence[str], chat_template: str = "auto",
                    answers: Sequence[str] | Sequence[Sequence[str]] = YES_NO,
                    systems: Sequence[str | None] | None = None) -> Requests:
@@ -120,7 +112,7 @@ def build_requests(tokenizer, texts: Sequence[str], chat_template: str = "auto",
     ``answers`` is one option tuple for every prompt or one tuple per prompt.
     """
     use_chat = use_chat_template(tokenizer, chat_template)
-    per = _per_prompt(answers, len(texts))
+    per = options_per_row(answers, len(texts))
     for i, opts in enumerate(per):
         if len(opts) < 2 or len(set(opts)) != len(opts) or any(not str(o).strip() for o in opts):
             raise ValueError(f"options: prompt {i} needs at least two distinct, non-blank options, got {list(opts)!r}")
@@ -370,7 +362,7 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     import pandas as pd
 
     n = len(ids)
-    per = _per_prompt(items.options, n)
+    per = options_per_row(items.options, n)
     fixed = len(set(per)) == 1
     names = option_names(per[0]) if fixed else [str(k) for k in range(max(len(o) for o in per))]
     k_max = len(names)
@@ -389,13 +381,9 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     for k, name in enumerate(names):
         cols[f"norm_char_{name}"] = raw[:, k] / nbyte[:, k]
 
-    def pick(values: np.ndarray) -> list[str]:
-        return [per[r][int(np.nanargmax(values[r]))] for r in range(n)]
-
-    choice = pick(raw)
-    margins = [raw[r, 0] - raw[r, 1] if len(per[r]) == 2 else top_two_margin(raw[r, : len(per[r])]) for r in range(n)]
+    choice, margins = decisions(raw, per)
     frame = {id_column: list(ids), **cols, "margin": margins, "choice": choice,
-             "choice_norm_token": pick(raw / ntok), "choice_norm_char": pick(raw / nbyte)}
+             "choice_norm_token": decisions(raw / ntok, per)[0], "choice_norm_char": decisions(raw / nbyte, per)[0]}
     if fixed and tuple(per[0]) == YES_NO:
         frame["pred_yes"] = np.array([c == "Yes" for c in choice])
     if items.gold is not None:
@@ -436,7 +424,7 @@ class ChoiceScorer:
         items = spec.choice_items(data)
         if not isinstance(items, ChoiceItems):
             raise TypeError("choice_items: must return a ChoiceItems")
-        self.items, self.per = items, _per_prompt(items.options, len(data))
+        self.items, self.per = items, options_per_row(items.options, len(data))
         self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), chat_template, self.per, items.systems)
         self.batch_size, self.device = batch_size, str(model_device(lm.model))
         self.tail = FLOAT32_TAIL if self.reference is not None else 0

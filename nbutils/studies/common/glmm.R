@@ -77,12 +77,4 @@ one_unit <- function(d) {
   list(info = info, terms = do.call(rbind, rows))
 }
 CONFIG <- as.character(nb_in("config")$random[1])
-all_d <- nb_in("glmm")
-infos <- list(); terms <- list()
-for (unit in unique(all_d$unit)) {
-  r <- one_unit(all_d[all_d$unit == unit, ])
-  infos[[unit]] <- cbind(unit = unit, r$info)
-  if (!is.null(r$terms)) terms[[unit]] <- cbind(unit = unit, r$terms)
-}
-nb_out(do.call(rbind, infos), "info")
-nb_out(if (length(terms)) do.call(rbind, terms) else data.frame(unit = character(0)), "terms")
+nb_per_unit(nb_in("glmm"), one_unit, "terms")

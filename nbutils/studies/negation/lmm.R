@@ -72,12 +72,4 @@ one_unit <- function(d) {
   }
   list(info = info, coefs = cbind(lab, co))
 }
-all_d <- nb_in("lmm")
-infos <- list(); coefs <- list()
-for (u in unique(all_d$unit)) {
-  res <- one_unit(all_d[all_d$unit == u, ])
-  infos[[u]] <- cbind(unit = u, res$info)
-  if (!is.null(res$coefs)) coefs[[u]] <- cbind(unit = u, res$coefs)
-}
-nb_out(do.call(rbind, infos), "info")
-nb_out(if (length(coefs)) do.call(rbind, coefs) else data.frame(unit = character(0)), "coefs")
+nb_per_unit(nb_in("lmm"), one_unit, "coefs")
