@@ -2,7 +2,7 @@
 
     python benchmarks/score_file_checks.py --out benchmarks/results/score-file-checks.json
 
-The paper's design is 38,000 prompts per model. The prompts file is generated (19 concepts × 2 conditions × 1,000
+The paper design is 34,000 prompts per model; this file is a little larger. The prompts file is generated (19 concepts × 2 conditions × 1,000
 prompts, 20 examples each); the score file is synthetic but consistent (log-probs drawn at random, every derived
 column computed from them) and written by the run store, so its sidecar holds the sha256, row count and ids digest.
 Timed: ``runstore.load_scores`` as analyses call it (sha256 of the file, coverage of the planned rows, derived columns

@@ -1,5 +1,6 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
-``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils studies`` and ``python -m nbutils where``.
+``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies`` and
+``python -m nbutils where``.
 
 Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
 nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--run-dir", help="override the sweep file's run_dir")
     sw.add_argument("--dataset", help="dataset parameter file (params/<study>/datasets/*.yaml)")
     sw.add_argument("--model", action="append", dest="models", help="model parameter file; repeat for several")
-    sw.add_argument("--limit", type=int, help="score at most this many units per group (study 1: prompts per concept "
+    sw.add_argument("--limit", type=int, help="score at most this many units per group (monotonicity: prompts per concept "
                                               "and condition); stored beside full runs")
     sw.add_argument("--kernel", help="Jupyter kernel name (default: the notebooks' python3)")
     sw.add_argument("--n-boot", type=int, help="bootstrap resamples in the analysis")
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument("slug", help="model slug, as in scores/{slug}.shard-I-of-N.parquet")
     mg.add_argument("--limit", type=int, help="the limit of a limited sharded run")
     mg.add_argument("--overwrite", action="store_true")
+    rp = sub.add_parser("report", help="write {run_dir}/report.html from the run's executed analysis (no code)")
+    rp.add_argument("run_dir")
+    rp.add_argument("--study", help="registered study (default: the one whose dataset the run holds)")
     sub.add_parser("studies", help="list the registered studies")
     sub.add_parser("where", help="print the project root and where the shipped notebooks and parameter files are")
     args = parser.parse_args(argv)
@@ -68,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             params.update({k: _value(v, k) for k, v in args.params})
             out = run_notebook(args.notebook, args.output, params, args.kernel)
             print(f"executed → {out}")
+            return 0
+        if args.command == "report":
+            from .report import write_report
+
+            print(f"report → {write_report(args.run_dir, args.study)}")
             return 0
         if args.command == "studies":
             from .studies import REGISTRY

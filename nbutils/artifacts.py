@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import paths
 
-TRACKED_PACKAGES = ("nbutils", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
+TRACKED_PACKAGES = ("llm-bias-probes", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
                     "pandas", "pyarrow", "scipy", "statsmodels", "seaborn", "papermill")
 
 
@@ -125,6 +125,11 @@ def write_json(obj: Any, path: str | Path) -> Path:
     """Write JSON (sorted keys, indented), atomically."""
     text = json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
     return atomic_write(path, lambda p: p.write_text(text))
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write a text file (UTF-8), atomically."""
+    return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
 def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool = False,
@@ -265,6 +270,7 @@ class Analysis:
     summary: dict = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    text: str = ""  # the results in words (Markdown, ``nbutils.results``), written to results.md
 
 
 def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
@@ -284,5 +290,7 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
         files += save_figure(fig, fdir / name)
         plt.close(fig)
     files.append(write_json(a.summary, paths.summary_path(run_dir)))
+    if a.text:
+        files.append(write_text(a.text, paths.results_path(run_dir)))
     a.files = files
     return files

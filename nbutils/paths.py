@@ -16,11 +16,11 @@ then in the checkout the package was installed from, else in the copy packed int
 
 Every file name under a run directory is spelled here and nowhere else:
 
-    {run}/<dataset file>  + .json      the study's dataset and its sidecar (prompts.parquet for study 1)
+    {run}/<dataset file>  + .json      the study's dataset and its sidecar (prompts.parquet for monotonicity)
     {run}/scores/{slug}[.limit-N][.shard-I-of-K].parquet + .json
     {run}/scores/.partial/…            checkpoints of unfinished scoring runs
     {run}/scores/.stale/<time>/…       scores set aside when their dataset was regenerated
-    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/notebooks/, {run}/.lock
+    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/notebooks/, {run}/.lock
 """
 from __future__ import annotations
 
@@ -194,6 +194,16 @@ def figures_dir(run_dir) -> Path:
 def summary_path(run_dir) -> Path:
     """The machine-readable headline results."""
     return resolve(run_dir) / "summary.json"
+
+
+def results_path(run_dir) -> Path:
+    """The results in words (Markdown): the design, the headline test with estimate, CI and p, caveats."""
+    return resolve(run_dir) / "results.md"
+
+
+def report_path(run_dir) -> Path:
+    """The run's report: one self-contained HTML page of the analysis's text, tables and figures, without code."""
+    return resolve(run_dir) / "report.html"
 
 
 def notebooks_dir(run_dir) -> Path:

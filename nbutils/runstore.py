@@ -448,7 +448,7 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
         listed = "; ".join(f"{r.file}: {r.status}" + (f" ({r.why})" if isinstance(r.why, str) else "")
                            for r in inv.itertuples(index=False))
         raise ValueError(f"run_dir: no complete scores of the current dataset under {paths.scores_dir(run_dir)}"
-                         + (f" (excluded: {listed})" if len(inv) else "") + "; run the score notebook first")
+                         + (f" (excluded: {listed})" if len(inv) else "") + "; " + _no_scores_fix(inv, include_limited))
     out = pd.concat(frames, ignore_index=True)
     out.attrs["excluded"] = inv[~inv["status"].isin(usable)].to_dict("records")
     out.attrs["precision"] = {r.model: {"model": paths.model_slug(r.model_id) if r.model_id else r.model,
@@ -460,13 +460,24 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
     return out
 
 
+def _no_scores_fix(inv: pd.DataFrame, include_limited: bool) -> str:
+    """What to do when no score file is usable: analyse the limited runs there are, or score the dataset."""
+    limits = sorted({int(v) for v in inv.loc[inv["status"] == "limited", "limit"].dropna()})
+    if limits and not include_limited:
+        return (f"only limited runs (limit={', '.join(map(str, limits))}) are there, and the analysis skips them "
+                "unless asked: set include_limited: true (papermill: -p include_limited true; "
+                "analyze_run(..., include_limited=True)), or score without limit for the full run")
+    return "run the score notebook first"
+
+
 def excluded_notes(df: pd.DataFrame) -> list[str]:
     """One line per score file the analysis left out, saying why (and a line when models cover different rows)."""
     notes = []
     for r in df.attrs.get("excluded", []):
         if r["status"] == "merged":
             continue  # its rows are in the merged file, which is analysed
-        what = (f"a limited run (limit={r.get('limit')})" if r["status"] == "limited"
+        what = (f"a limited run (limit={int(r['limit'])}; include_limited: true analyses it)"
+                if r["status"] == "limited"
                 else f"not as written: {r.get('why')}" if r["status"] == "edited" else EXCLUDED_WHY[r["status"]])
         prog = (f" ({int(r['n_done'])}/{int(r['n_planned'])} rows)"
                 if r["status"] == "incomplete" and pd.notna(r.get("n_planned")) and pd.notna(r.get("n_done")) else "")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import artifacts, paths, runstore, studies
+from .report import write_report
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"} | set(studies.RUN_ANALYSES)
 
@@ -290,6 +291,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     print(f"[sweep] {key}", flush=True)
                     execute(nb, paths.executed_notebook(run, nb), p, kernel)
                     report.extra.append(key)
+                step = "report"
+                print(f"[sweep] report → {write_report(run, record.name)}", flush=True)
         except KeyboardInterrupt:
             print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
                   f"{paths.partial_dir(run)}; run the same command again to resume", flush=True)

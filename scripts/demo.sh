@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
 .venv/bin/python -m nbutils sweep params/demo.yaml "$@"
-echo "results: outputs/demo (summary.json, tables/, figures/, notebooks/)"
+echo "results: in the run_dir above (report.html, summary.json, tables/, figures/, notebooks/)"

@@ -4,6 +4,7 @@
 # whole files go to one worker, so a module's shared fixtures (a real-model sweep) run once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export WITH_GEMMA=1  # the suite checks the second embedded model too (tests/engine/test_gemma.py)
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"

@@ -159,10 +159,10 @@ def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path):
     run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed", src], work, env)
     t_install = time.perf_counter() - t0
 
-    record = next(purelib.glob("nbutils-*.dist-info")) / "RECORD"
+    record = next(purelib.glob("llm_bias_probes-*.dist-info")) / "RECORD"
     files = [line.split(",")[0] for line in record.read_text().splitlines()]
     assert "nbutils/_bundled/notebooks/score.ipynb" in files and "nbutils/_bundled/params/demo.yaml" in files
-    shipped = ("nbutils/", "nbutils-", "../../../bin/nbutils")  # the package, its metadata, its command
+    shipped = ("nbutils/", "llm_bias_probes-", "../../../bin/nbutils")  # the package, its metadata, its command
     assert [f for f in files if not f.startswith(shipped)] == []
     assert not [f for f in files if f.startswith(("nbutils/_bundled/outputs", "nbutils/tests"))
                 or ".ipynb_checkpoints" in f]
@@ -188,4 +188,5 @@ def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path):
     assert (run_dir / "summary.json").is_file() and any((run_dir / "tables").iterdir())
     assert (run_dir / "scores" / "smollm2-135m-instruct.limit-1.parquet").is_file()
     assert (run_dir / "notebooks" / "03_analyze.ipynb").is_file() and "analyzed: True" in done.stdout
+    assert (run_dir / "report.html").stat().st_size > 50_000 and f"[sweep] report → {run_dir / 'report.html'}" in done.stdout
     print(f"install {t_install:.1f} s, sweep {t_sweep:.1f} s, total {time.perf_counter() - t0:.1f} s")

@@ -35,7 +35,7 @@ class Requests:
 
     @property
     def answer_ids(self) -> list[list[int]]:
-        """The option token ids when every prompt has the same options (study 1's Yes/No)."""
+        """The option token ids when every prompt has the same options (the monotonicity study's Yes/No)."""
         return self.option_ids[0]
 
     @property
@@ -319,7 +319,7 @@ def answer_logprobs(model, req: Requests, batch_size: int | str = "auto", progre
 def naive_answer_logprobs(model, tokenizer, texts: Sequence[str], chat_template: str = "auto",
                           answers: Sequence[str] | Sequence[Sequence[str]] = YES_NO,
                           systems: Sequence[str | None] | None = None) -> list[np.ndarray] | np.ndarray:
-    """Reference method of the seeds: score prompt+answer as a whole sequence, sum the answer's tokens (slow, exact)."""
+    """Reference method of the papers: score prompt+answer as a whole sequence, sum the answer's tokens (slow, exact)."""
     req = build_requests(tokenizer, texts, chat_template, answers, systems)
     out = []
     dev = model_device(model)

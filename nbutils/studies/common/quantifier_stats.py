@@ -1,5 +1,5 @@
 """Statistics of quantifier concepts on any frame with a concept column (``family``, ``quantifier``, ``threshold``,
-``monotonicity``, ``condition``, ``correct``, ``pred_yes``, ``model``): accuracy per concept with CIs, the seeds'
+``monotonicity``, ``condition``, ``correct``, ``pred_yes``, ``model``): accuracy per concept with CIs, the papers'
 Appendix-B layout, the upward − downward gap pooled over matched thresholds, and the mixed-effects test of the gap
 (lme4's GLMM through R, the script in ``glmm.R``; a bias-reduced GEE in Python).
 """
@@ -42,7 +42,7 @@ def accuracy_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def appendix_b(acc: pd.DataFrame) -> pd.DataFrame:
-    """The seeds' Appendix-B layout: rows [more than p]/[less than p] per model and condition, columns thresholds, cells %."""
+    """The papers' Appendix-B layout: rows [more than p]/[less than p] per model and condition, columns thresholds, cells %."""
     t = acc.assign(row=lambda d: "[" + d["quantifier"].str.replace("_", " ") + " p]",
                    pct=lambda d: (100 * d["accuracy"]).round(1))
     wide = t.pivot_table(index=["model", "condition", "family", "row"], columns="threshold", values="pct", aggfunc="first")

@@ -8,9 +8,9 @@ from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 
-PHRASE = "the desired quantity"  # the hidden concept, as the seeds write it
+PHRASE = "the desired quantity"  # the hidden concept, as the papers write it
 TEMPLATE = "There are {T} {obj}. Alice has {N} of the {T} {obj}. Does Alice have {phrase} of the {obj}?"
-MIN_TOTAL = 5  # smallest number of objects in a scenario (seed 000, footnote 2)
+MIN_TOTAL = 5  # smallest number of objects in a scenario (Wang, concept learning dataset paper, footnote 2)
 MAX_TOTAL = 100  # largest number of objects in a scenario
 
 _CONCEPT_RE = re.compile(r"^\s*(more|less)\s+than\s+(\d+)(?:\s*/\s*(\d+))?\s*$", re.IGNORECASE)
@@ -98,6 +98,6 @@ def nouns() -> tuple[str, ...]:
 
 
 def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None) -> str:
-    """One example line of the seed template; ``answer=None`` gives the unanswered query."""
+    """One example line of the papers' template; ``answer=None`` gives the unanswered query."""
     line = TEMPLATE.format(T=total, N=count, obj=noun, phrase=phrase)
     return line if answer is None else f"{line} {'Yes' if answer else 'No'}."

@@ -1,7 +1,7 @@
 """What did the model learn? Candidate rules' answers to every prompt, and how well each matches the model's answers.
 
 Accuracy says whether a model learned "less than 1/3"; agreement with a grid of alternative rules says what it
-learned instead. The seeds' Discussion (000/001) hypothesises that downward concepts carry a hidden negation and
+learned instead. The papers' Discussion (Wang) hypothesises that downward concepts carry a hidden negation and
 that models fall back to the simpler upward counterpart, here the rule ``mirror`` ("more than 1/3" for
 "less than 1/3"). Every answer is recomputed from the prompt's own text with exact integer arithmetic, so a query
 exactly at the threshold (4 of 12 for 1/3) is answered as the concept's definition says, never as a float rounds.
@@ -96,7 +96,7 @@ class Examples:
 def parse_examples(prompts: pd.DataFrame) -> Examples:
     """Read each prompt's examples back from its text; one clear ValueError naming the prompt when it does not fit.
 
-    Every prompt must hold ``n_examples`` answered lines of the seed template and a final unanswered query whose
+    Every prompt must hold ``n_examples`` answered lines of the papers' template and a final unanswered query whose
     numbers equal ``query_total``/``query_count``; all prompts passed together must share ``n_examples``.
     """
     ns = prompts["n_examples"].unique()
@@ -296,7 +296,7 @@ def exact_stratified_p(strata: list[tuple[int, int, int, int]]) -> float:
 
 
 def mirror_test(rules: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The seeds' hypothesis: downward concepts are answered as their mirror above chance, and more often than
+    """The papers' hypothesis: downward concepts are answered as their mirror above chance, and more often than
     upward concepts are answered as theirs (paired by threshold).
 
     Above chance: Fisher's exact test (one-sided) on model answer × mirror answer, i.e. chance is what a model

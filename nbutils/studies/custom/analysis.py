@@ -1,7 +1,7 @@
 """One call that turns a custom run's scores into tables, figures and summary.json.
 
 When the file has a ``concept`` column of quantifier concepts ("more than 1/2", "less than 38") and Yes/No answers,
-the concept-learning statistics of study 1 (accuracy per concept, Appendix-B table, upward − downward gap, mixed
+the concept-learning statistics of the monotonicity study (accuracy per concept, Appendix-B table, upward − downward gap, mixed
 model) run on it too, from the shared quantifier code (``nbutils.studies.common``).
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, paths, precision
+from ...results import generic_text
 from ...runstore import excluded_notes, load_scores, split_precisions
 from .. import get
 from ..common import quantifier_stats as qstats
@@ -66,20 +67,29 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
     if "monotonicity_gap" in t:
         a.summary["records"] += artifacts.json_clean([
             stats.group_record(r.model, "monotonicity_gap", r.condition, r.gap, r.gap_ci_low, r.gap_ci_high, r.p_cmh,
-                          "upward − downward accuracy at matched thresholds (study 1); CI: bootstrap over thresholds "
+                          "upward − downward accuracy at matched thresholds (the monotonicity study); CI: bootstrap over thresholds "
                           "(descriptive); p: Cochran–Mantel–Haenszel, a test about these thresholds only")
             for r in t["monotonicity_gap"].itertuples(index=False)])
     a.summary["_notes"] = a.notes
+    models = sorted(scores["model"].unique().tolist()) if len(scores) else []
+    a.text = generic_text(
+        a.summary, "How does the model answer this prompt file?",
+        f"{len(models)} model(s) ({', '.join(models)}); {len(scores) // max(len(models), 1):,} prompts in "
+        f"{scores['group'].nunique() if len(scores) else 0} group(s); per group the accuracy is tested against chance "
+        "(exact binomial, Wilson CI, Holm).",
+        lambda r: r.get("test") in ("accuracy_vs_chance", "monotonicity_gap"),
+        lambda r: ("upward concepts are answered better than downward ones" if r.get("test") == "monotonicity_gap"
+                   else f"group {r.get('term')} is answered above chance"), estimate_name="accuracy")
     return a
 
 
 def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> tuple[dict, list[str]]:
-    """Study 1's accuracy per concept, Appendix-B table, pooled gap and mixed model, when the file has a ``concept``
+    """The monotonicity study's accuracy per concept, Appendix-B table, pooled gap and mixed model, when the file has a ``concept``
     column the concept parser accepts and Yes/No answers; parts needing columns the file lacks are skipped with a note."""
     if "concept" not in scores.columns:
         return {}, []
     if "pred_yes" not in scores.columns:
-        return {}, ["concept column found, but the study-1 analysis needs Yes/No answers: skipped"]
+        return {}, ["concept column found, but the concept-learning analysis needs Yes/No answers: skipped"]
     parsed, bad = {}, []
     for value in scores["concept"].dropna().unique():
         try:
@@ -88,7 +98,7 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
             bad.append(value)
     if bad or not parsed:
         return {}, [f"concept column: {bad[:3]} are not concepts like 'more than 1/2' or 'less than 38': "
-                    "no study-1 analysis"]
+                    "no concept-learning analysis"]
     d = scores[scores["concept"].notna()].copy()
     c = d["concept"].map(parsed)
     d = d.assign(concept=c.map(lambda x: x.name), family=c.map(lambda x: x.family),
@@ -97,7 +107,7 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     notes = []
     if "condition" not in d.columns:
         d["condition"] = "custom"
-        notes.append("study-1 analysis: no condition column, every prompt counted as condition 'custom'")
+        notes.append("concept-learning analysis: no condition column, every prompt counted as condition 'custom'")
     out: dict[str, pd.DataFrame] = {}
     steps = [("accuracy", lambda: qstats.accuracy_table(d)),
              ("appendix_b", lambda: qstats.appendix_b(out["monotonicity_accuracy"])),
@@ -105,11 +115,11 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     for name, run in steps:
         try:
             out[f"monotonicity_{name}"] = run()
-        except KeyError as err:  # a part of study 1 that needs a column the file does not have
-            notes.append(f"study-1 {name}: skipped, it needs column {err} which the file does not have")
+        except KeyError as err:  # a part of the monotonicity analysis that needs a column the file does not have
+            notes.append(f"concept-learning {name}: skipped, it needs column {err} which the file does not have")
     if "monotonicity_gap" in out and out["monotonicity_gap"].empty:
         del out["monotonicity_gap"]
-        notes.append("study-1 gap: no threshold has both a 'more than' and a 'less than' concept")
+        notes.append("concept-learning gap: no threshold has both a 'more than' and a 'less than' concept")
     return out, notes
 
 

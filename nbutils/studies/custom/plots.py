@@ -11,6 +11,13 @@ def _panels(n: int, width: float = 4.5, height: float = 3.4):
     return fig, axes[0]
 
 
+def _readable_groups(ax, width_chars: int = 36) -> None:
+    """Tilt the group names when together they are longer than a panel is wide."""
+    labels = ax.get_xticklabels()
+    if sum(len(t.get_text()) for t in labels) > width_chars:
+        plt.setp(labels, rotation=30, ha="right", rotation_mode="anchor")
+
+
 def accuracy_by_group(acc: pd.DataFrame) -> plt.Figure:
     """Accuracy per group ± 95% Wilson CI, one panel per model; chance (1/k) dashed; normalised choices as crosses."""
     models = list(acc["model"].unique())
@@ -23,12 +30,14 @@ def accuracy_by_group(acc: pd.DataFrame) -> plt.Figure:
                     fmt="o", capsize=3, color="#1f77b4", label="raw log-prob")
         ax.scatter(x, 100 * d["acc_norm_char"], marker="x", color="#ff7f0e", label="per-character normalised", zorder=3)
         for i, c in enumerate(d["chance"]):
-            ax.hlines(100 * c, i - 0.4, i + 0.4, ls="--", color="grey", lw=1)
+            ax.hlines(100 * c, i - 0.4, i + 0.4, ls="--", color="grey", lw=1,
+                      label="chance (1 / number of options)" if i == 0 else None)
         ax.set_xticks(list(x), d["group"], rotation=30 if len(d) > 3 else 0, ha="right" if len(d) > 3 else "center")
         ax.set_ylim(0, 100)
         ax.set_title(model, fontsize=9)
-        ax.set_ylabel("accuracy (%)")
-    axes[0].legend(fontsize=8, loc="lower left", frameon=False)
+        ax.set_ylabel("accuracy (%, 95% Wilson CI)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -48,7 +57,8 @@ def choice_distribution(dist: pd.DataFrame) -> plt.Figure:
         ax.set_ylim(0, 1)
         ax.set_title(model, fontsize=9)
         ax.set_ylabel("share of choices (tick: share of gold)")
-        ax.legend(fontsize=8, title="option", frameon=False)
+        _readable_groups(ax)
+        ax.legend(fontsize=8, title="option", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
@@ -63,7 +73,8 @@ def margin_by_answer(df: pd.DataFrame) -> plt.Figure:
         sns.stripplot(d, x="group", y="margin", hue="answer", ax=ax, dodge=True, size=3, legend=False)
         ax.axhline(0, color="grey", lw=1, ls="--")
         ax.set_title(model, fontsize=9)
-        ax.set_ylabel("log-prob margin")
-        ax.legend(fontsize=8, title="gold answer", frameon=False)
+        ax.set_ylabel("log-prob margin, first − second option")
+        _readable_groups(ax)
+        ax.legend(fontsize=8, title="gold answer", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig

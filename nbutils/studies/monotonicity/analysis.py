@@ -8,7 +8,7 @@ import pandas as pd
 from ... import artifacts, precision
 from ...runstore import excluded_notes, split_precisions
 from ..common import quantifier_stats, rules
-from . import plots, stats
+from . import results, plots, stats
 from .scores import load_scores
 
 
@@ -46,8 +46,27 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["records"] = stats.records(a.tables)
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
+    a.summary["design"] = design(scores, a.tables["mcnemar"])
     a.summary["_notes"] = a.notes
+    a.text = results.results_text(a.summary)
     return a
+
+
+def design(scores: pd.DataFrame, mcnemar: pd.DataFrame) -> dict:
+    """What the results paragraph says of the run: models, concepts, thresholds, prompts, conditions, and per model
+    whether it answered every prompt pair the same in both conditions (then the paired tests have nothing to compare)."""
+    out = {"models": sorted(scores["model"].unique().tolist()) if len(scores) else [],
+           "conditions": sorted(scores["condition"].unique().tolist()) if len(scores) else [],
+           "n_concepts": int(scores["concept"].nunique()) if len(scores) else 0,
+           "n_prompts": {m: int(n) for m, n in scores.groupby("model").size().items()},
+           "identical_conditions": {}}
+    if "threshold" in scores:
+        out["n_thresholds"] = int(scores.groupby(["family", "threshold"]).ngroups) if "family" in scores \
+            else int(scores["threshold"].nunique())
+    if len(out["conditions"]) == 2 and not mcnemar.empty:
+        for m, g in mcnemar.groupby("model"):
+            out["identical_conditions"][m] = bool((g["only_cl_correct"] + g["only_explicit_correct"]).sum() == 0)
+    return out
 
 
 def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Prompt datasets for in-context concept learning of quantifiers (seeds 000/001)."""
+"""Prompt datasets for in-context concept learning of quantifiers (Wang's concept-learning papers)."""
 from __future__ import annotations
 
 import zlib
@@ -58,7 +58,7 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
     if rows > MAX_ROWS:
         raise ValueError(f"prompts_per_concept: {ppc} gives {rows:,} prompts ({len(parsed)} concepts × {len(conditions)} "
                          f"conditions), about {rows * 3e3 / 1e9:,.1f} GB of text before scoring; at most {MAX_ROWS:,} "
-                         "prompts per dataset (the paper's design is 38,000)")
+                         "prompts per dataset (the paper design has 34,000)")
     if ppc % 2:
         raise ValueError(f"prompts_per_concept: must be even (half the queries true, half false), got {ppc}")
     n = _check_int("n_examples", n_examples, 2)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
+from ...results import generic_text
 from ...runstore import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
@@ -61,14 +62,23 @@ def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
     for r in agreement.itertuples(index=False):
         summary.setdefault(r.model, {})["conclusions_agree"] = bool(r.interaction_conclusions_agree)
     summary["headline"] = ("deviation-coded context × form on log-perplexity (test " + (R_TEST if (info["satterthwaite"].any())
-                           else PY_TEST) + "); the seed's Table 1 (perplexity, treatment coding) is reported alongside")
+                           else PY_TEST) + "); the paper's Table 1 (perplexity, treatment coding) is reported alongside")
     summary["records"] = records(coefs, info)
     a.summary = artifacts.json_clean(summary)
+    models = sorted(scores["model"].unique().tolist()) if len(scores) else []
+    a.text = generic_text(
+        a.summary, "Do models find negation more natural for stereotype-inconsistent behaviour?",
+        f"{len(models)} model(s) ({', '.join(models)}); {scores['item_id'].nunique() if len(scores) else 0} items, each "
+        "in a stereotype-consistent and an -inconsistent context, affirmative and negated; the headline is the "
+        "deviation-coded context × form interaction on log-perplexity in a linear mixed model.",
+        lambda r: bool(r.get("headline")),
+        lambda r: "context and form interact (negation's perplexity depends on stereotype consistency)",
+        estimate_name="b")
     return a
 
 
 def write(a: Analysis, run_dir) -> list[Path]:
-    """Tables as CSV (+ LaTeX for the seed's Table 1 and the main effects), the interaction figure as PNG and PDF,
+    """Tables as CSV (+ LaTeX for the paper's Table 1 and the main effects), the interaction figure as PNG and PDF,
     summary.json."""
     figs = {} if a.tables["predicted"].empty else {"interaction": interaction_plot(a.tables["predicted"])}
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))

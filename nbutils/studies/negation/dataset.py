@@ -1,4 +1,4 @@
-"""Negation-bias probe (seed 003): 2×2 stimuli (context × form) from the shipped roots or a user's CSV.
+"""Negation-bias probe (Wang, Sommerauer and Bloem): 2×2 stimuli (context × form) from the shipped roots or a user's CSV.
 
 RESEARCH STIMULI. The shipped roots state social stereotypes on purpose, so that a model's sensitivity to them can
 be measured. They are not claims about any group.
@@ -16,7 +16,7 @@ from ...paths import dataset_path, resolve
 ROOT_COLUMNS = ["root_id", "category", "source_idea", "consistent_actor", "consistent_synonym", "inconsistent_actor",
                 "inconsistent_synonym", "consistent_behaviour", "inconsistent_behaviour", "consistent_trait",
                 "consistent_antonym", "inconsistent_trait", "inconsistent_antonym", "adverb"]
-STRUCTURES = {  # the seed's four sentence structures; B = behaviour clause, D = description clause
+STRUCTURES = {  # the paper's four sentence structures; B = behaviour clause, D = description clause
     "because": "{Actor} {behaviour} because {actor} is {description}.",
     "who": "{Actor}, who {behaviour}, is {description}.",
     "which_means": "{Actor} {behaviour}, which means {actor} is {description}.",

@@ -1,9 +1,9 @@
-"""Linear mixed models of the negation probe (seed 003), fitted the way a reviewer would check them.
+"""Linear mixed models of the negation probe (Wang, Sommerauer and Bloem), fitted the way a reviewer would check them.
 
 One model per language model and outcome: ``y ~ context * form`` with **deviation (±0.5) coding**
 (stereotype-consistent = +½, affirmative = +½), so ``context`` is the consistent − inconsistent difference averaged
 over both forms, ``form`` the affirmative − negated difference averaged over both contexts, ``context × form`` the
-difference of differences and the intercept the grand mean of the four cells. The seed's **treatment coding**
+difference of differences and the intercept the grand mean of the four cells. The paper's **treatment coding**
 (consistent = 1, affirmative = 1) for its Table-1 replica is the same fitted model re-expressed by linear contrasts:
 its ``context`` is the context effect for *negated* sentences only and its ``form`` the form effect in
 stereotype-*inconsistent* contexts; the interaction is identical in both codings.
@@ -252,9 +252,9 @@ def lmm_tables(scores: pd.DataFrame, use_r: bool | None = None) -> tuple[pd.Data
 
 
 def seed_table(coefs: pd.DataFrame, spec: str = "ppl", coding: str = "treatment") -> pd.DataFrame:
-    """Seed 003's Table-1 shape: per model the three effects with coefficient (stars), p and 95% CI.
+    """The negation paper's Table-1 shape: per model the three effects with coefficient (stars), p and 95% CI.
 
-    ``coding="treatment"`` is the seed's (consistent = 1, affirmative = 1); ``"deviation"`` gives main effects.
+    ``coding="treatment"`` is the paper's (consistent = 1, affirmative = 1); ``"deviation"`` gives main effects.
     """
     t = coefs[(coefs["spec"] == spec) & (coefs["coding"] == coding) & coefs["term"].isin(TERMS[1:])].copy()
     t["cell"] = [f"{c:.3f}{s}" if v else f"({c:.3f}, not valid)" for c, s, v in zip(t["estimate"], t["stars"], t["valid"])]

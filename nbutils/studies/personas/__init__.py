@@ -1,4 +1,4 @@
-"""Seed 002 (DIF): does a sociodemographic persona change *which* questions a model answers correctly?
+"""The DIF paper: does a sociodemographic persona change *which* questions a model answers correctly?
 
 ``dataset`` builds the paired persona × question dataset (personas, seeded null personas, generated or loaded
 multiple-choice questions) and writes ``{run}/personas.parquet``; the shared score notebook scores it through the

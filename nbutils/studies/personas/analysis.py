@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, studies
+from ...results import generic_text
 from ...runstore import excluded_notes, load_scores
 from . import plots, stats
 
@@ -42,11 +43,19 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
         if g["choice"].nunique() == 1:
             a.notes.append(f"{model}: answers {g['choice'].iloc[0]!r} to every question (pure letter bias)")
     a.summary = {"records": stats.summary_records(t),
-                 "definitions": {"ratio": "|Ci ⊕ Cb| / |Ci ∩ Cb| (seed 002, Eq. 1)",
+                 "definitions": {"ratio": "|Ci ⊕ Cb| / |Ci ∩ Cb| (DIF paper, Eq. 1)",
                                  "dif": "1 / (1 + ratio) = |Ci ∩ Cb| / |Ci ∪ Cb| (Jaccard similarity): 1 no bias, 0 maximal",
                                  "bias": "1 − dif", "min_overlap": min_overlap, "alternative": alternative,
                                  "answer": "the option letter with the highest log-probability"}}
     a.summary["_notes"] = a.notes
+    models = sorted(scores["model"].unique().tolist()) if len(scores) else []
+    a.text = generic_text(
+        a.summary, "Does a sociodemographic persona change which questions a model answers correctly?",
+        f"{len(models)} model(s) ({', '.join(models)}); {scores['question_id'].nunique() if 'question_id' in scores else '?'} "
+        f"questions under {scores['persona_id'].nunique() if 'persona_id' in scores else '?'} personas (real and null); "
+        "the headline compares the bias (1 − DIF) of real personas with that of null personas (Welch's t).",
+        lambda r: str(r.get("test", "")).startswith("welch_real_vs_"),
+        lambda r: "real personas shift answers more than null personas do", estimate_name="difference")
     return a
 
 

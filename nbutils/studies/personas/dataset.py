@@ -1,4 +1,4 @@
-"""The paired persona × question dataset of seed 002 (DIF): personas, null personas, questions, rendering.
+"""The paired persona × question dataset of the DIF paper: personas, null personas, questions, rendering.
 
 Every persona (the baseline with none, 22 sociodemographic personas, ``n_null_personas`` random 10-letter strings
 and as many irrelevant real words) sees exactly the same questions with the same options in the same order, so the
@@ -28,7 +28,7 @@ DATASET_FILE = "personas.parquet"
 DEFAULT_TEMPLATE = "You are {persona}."
 INSTRUCTION = "Answer with the letter of the correct option."
 KINDS = ("baseline", "real", "null_random", "null_word")
-NULL_LENGTH = 10  # letters in a random null persona (the seed's)
+NULL_LENGTH = 10  # letters in a random null persona (the paper's)
 BASELINE = "baseline"
 QUESTION_TYPES = ("arithmetic", "quantifier", "syllogism")
 COLUMNS = ["prompt_id", "question_id", "question_type", "persona_id", "persona", "persona_kind", "category", "system",
@@ -64,7 +64,7 @@ def word_pool() -> tuple[str, ...]:
 
 
 def null_strings(n: int, seed: int = 0) -> list[str]:
-    """``n`` distinct random strings of 10 lowercase letters from a generator seeded by ``seed`` (the seed's null)."""
+    """``n`` distinct random strings of 10 lowercase letters from a generator seeded by ``seed`` (the paper's null)."""
     _int("n_null_personas", n, 0)
     rng = np.random.default_rng([_int("seed", seed, 0, artifacts.SEED_MAX), zlib.crc32(b"null_random")])
     letters = np.array(list(string.ascii_lowercase))
@@ -160,7 +160,7 @@ def _arithmetic(rng, k: int) -> tuple[str, int, list[int]]:
 
 
 def _quantifier(rng, k: int) -> tuple[str, str, list[str]]:
-    """An explicit quantifier question in study 1's template and nouns (``common.quantifiers``: "There are 12 shells.
+    """An explicit quantifier question in the monotonicity study's template and nouns (``common.quantifiers``: "There are 12 shells.
     Alice has 5 of the 12 shells. Does Alice have more than 1/3 of the shells?"), Yes or No; the true answer
     alternates with ``k`` (half Yes, half No), as do "more" and "less"."""
     num, den = FRACTIONS[rng.integers(len(FRACTIONS))]

@@ -1,8 +1,8 @@
-"""Statistics of seed 002 (DIF): accuracy per persona, the DIF ratio and score, null comparisons, McNemar, models.
+"""Statistics of the DIF paper: accuracy per persona, the DIF ratio and score, null comparisons, McNemar, models.
 
 Notation: Cᵢ is the set of questions answered correctly under persona i, C_b under the baseline (no persona).
 
-- **Ratio** rᵢ = |Cᵢ ⊕ C_b| / |Cᵢ ∩ C_b| (the seed's Equation 1): 0 when the persona changes no answer's correctness,
+- **Ratio** rᵢ = |Cᵢ ⊕ C_b| / |Cᵢ ∩ C_b| (the paper's Equation 1): 0 when the persona changes no answer's correctness,
   growing without bound as the sets drift apart (∞ when they share no question).
 - **DIF score** (inverted, in [0, 1]): DIFᵢ = 1 / (1 + rᵢ) = |Cᵢ ∩ C_b| / |Cᵢ ∪ C_b|, the Jaccard similarity of the two
   sets: 1 = the persona changes nothing (no bias), 0 = no question is answered correctly under both. A model's DIF
@@ -26,7 +26,7 @@ ALTERNATIVES = ("two-sided", "greater", "less")
 
 
 def dif_ratio(correct_i, correct_b) -> dict:
-    """The seed's ratio and the inverted DIF score for one persona, from two aligned boolean arrays (one per question).
+    """The paper's ratio and the inverted DIF score for one persona, from two aligned boolean arrays (one per question).
 
     Returns ``both`` |Cᵢ ∩ C_b|, ``sym_diff`` |Cᵢ ⊕ C_b|, ``only_persona``, ``only_baseline``, ``ratio`` (∞ when
     nothing is shared but something differs, NaN when both sets are empty) and ``dif`` = |∩| / |∪| (NaN when empty).
@@ -196,7 +196,7 @@ def model_table(dif: pd.DataFrame, acc: pd.DataFrame) -> pd.DataFrame:
 
 def accuracy_vs_dif(models: pd.DataFrame) -> pd.DataFrame:
     """Across models: ordinary least squares of the DIF score on baseline accuracy (scipy ``linregress``), as the
-    seed's Figure 1; needs at least 3 models with a DIF score."""
+    paper's Figure 1; needs at least 3 models with a DIF score."""
     m = models.dropna(subset=["baseline_accuracy", "dif_real"])
     base = {"n_models": len(m), "slope": np.nan, "intercept": np.nan, "r2": np.nan, "p": np.nan, "slope_ci_low": np.nan,
             "slope_ci_high": np.nan, "valid": False, "note": ""}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 
 import nbformat
 import numpy as np
@@ -41,6 +43,26 @@ def test_sweep_runs_generate_score_analyze(swept):
     for nb in (run / "notebooks").glob("*.ipynb"):
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
+
+
+# What the score notebook may print: its own one-line reports (the dataset, what load_model chose and why); the rest
+# of its output is the scoring progress bar. Library chatter (tqdm's IProgress warning, transformers' "Loading
+# weights" and GGUF bars, logging from transformers or bitsandbytes) is none of these.
+SCORE_NOTEBOOK_LINES = re.compile(r"^(monotonicity: \d+ rows in |dtype: |quantization|rescore_margin: |token_budget: )")
+PROGRESS = re.compile(r"^scoring: +\d+%\|[^|]*\| *\d+/\d+ \[")
+
+
+def test_score_notebook_output_is_its_reports_and_one_progress_bar(swept):
+    run, _ = swept
+    executed = nbformat.read(run / "notebooks" / "score__smollm2-135m-instruct.ipynb", as_version=4)
+    streams = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if o.output_type == "stream"]
+    stderr = [piece for o in streams if o.name == "stderr" for piece in re.split(r"[\r\n]", o.text) if piece.strip()]
+    stdout = [line for o in streams if o.name == "stdout" for line in o.text.splitlines() if line.strip()]
+    assert stderr and all(PROGRESS.match(piece) for piece in stderr), [p for p in stderr if not PROGRESS.match(p)][:5]
+    assert sum(piece.startswith("scoring:   0%") for piece in stderr) == 1, "one bar, started once"
+    assert all(SCORE_NOTEBOOK_LINES.match(line) for line in stdout), [x for x in stdout if not SCORE_NOTEBOOK_LINES.match(x)]
+    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 
 def test_real_model_scores_and_metadata(swept):
@@ -214,7 +236,8 @@ def test_environment_file_installs_this_package():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["channels"] == ["conda-forge"]
     pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
-    assert any(line.startswith("-e") and ".[test]" in line for line in pip)
+    editable = [line for line in pip if line.startswith("-e")]
+    assert len(editable) == 1 and {"score", "test"} <= set(editable[0].split("[")[1].rstrip(']"').split(","))
     assert any(str(d).startswith("python") for d in env["dependencies"]) and "pip" in env["dependencies"]
 
 
@@ -329,3 +352,54 @@ def test_ctrl_c_during_scoring_says_where_it_stopped_and_nothing_more(tmp_path):
     assert (run / "notebooks" / "score__smollm2-135m-instruct.kernel.log").exists()
     assert sorted(p.name for p in (run / "notebooks").glob("*.kernel.log")) == [
         "01_generate.kernel.log", "score__smollm2-135m-instruct.kernel.log"], "the kernels' stderr went to the run's logs"
+
+
+def _number_tokens(text: str) -> list[str]:
+    """Every decimal number shown in a text ("0.75", "-0.042", ".031", "75.0")."""
+    return re.findall(r"(?<![\w.])-?\d*\.\d+", text)
+
+
+def _shown(value: float, tokens: list[str]) -> bool:
+    """Whether ``value`` is shown among ``tokens`` at the precision of one of them, as a proportion or in percent."""
+    for tok in tokens:
+        half = 0.5 * 10.0 ** -len(tok.split(".")[1]) + 1e-12
+        if abs(float(tok) - value) <= half or abs(float(tok) - 100 * value) <= half:
+            return True
+    return False
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REMOTE = re.compile(r"""<(img|link|iframe|video|audio|source)\b[^>]*\b(src|href)=["']?(https?:)?//""")  # a fetch, not a link
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium, as .ci/run "
+                                              "does): the report is checked as a browser renders it")
+def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swept):
+    """The sweep's last step wrote report.html: one file that loads nothing from the web; headless Chromium renders it
+    with every figure embedded, the results first, the headline accuracies and gaps of summary.json, and no code."""
+    import subprocess
+    import tempfile
+
+    from bs4 import BeautifulSoup
+
+    run, _ = swept
+    page = run / "report.html"
+    html = page.read_text()
+    assert "<script" not in html and not REMOTE.search(html), "the page loads something from the web"
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                              "--disable-component-update", "--disable-sync", "--no-first-run",
+                              f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+                             capture_output=True, text=True, timeout=180, check=True).stdout
+    soup = BeautifulSoup(dom, "html.parser")
+    images = [img.get("src", "") for img in soup.find_all("img")]
+    assert len(images) >= 4 and all(src.startswith("data:image/png;base64,") for src in images), images[:3]
+    text = " ".join(soup.get_text(" ").split())
+    headings = [h.get_text(" ").strip() for h in soup.find_all("h2")]
+    assert headings and headings[0].startswith("Results in words"), f"the results come first, not {headings[:2]}"
+    assert "analyze_run(" not in text and "import " not in text and "run_dir =" not in text, "code is shown"
+    summary = json.loads((run / "summary.json").read_text())[RECORDED["model"]]
+    tokens = _number_tokens(text)
+    for condition, headline in summary["conditions"].items():
+        for key in ("acc_up", "acc_down", "gap"):
+            assert _shown(headline[key], tokens), f"{condition} {key} = {headline[key]} is not shown"

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from nbutils import artifacts
 from nbutils.studies.common.quantifiers import PHRASE, example_space, nouns, parse_concept
-from nbutils.studies.monotonicity.dataset import COLUMNS, generate_prompts
+from nbutils.studies.monotonicity.dataset import COLUMNS, CONDITIONS, generate_prompts, validate_parameters
 
 LINE = re.compile(r"^There are (\d+) (\w+)\. Alice has (\d+) of the \1 \2\. Does Alice have (.+) of the \2\?(?: (Yes|No)\.)?$")
 CONCEPTS = ["more than 1/2", "less than 3/10", "more than 20", "less than 20"]
@@ -133,3 +134,15 @@ def test_existing_dataset_is_never_silently_replaced(tmp_path):
     assert artifacts.sha256_file(path) == before
     artifacts.write_dataset(generate_prompts(**p2), path, {"parameters": p2}, overwrite=True)
     assert pd.read_parquet(path)["concept"].unique().tolist() == ["less than 1/2"]
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[3] / "params" / "monotonicity" / "datasets").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_dataset_file_is_valid(path):
+    """Each dataset file the project ships passes the checks a user's file gets (no concept given twice by value)."""
+    import yaml
+
+    p = yaml.safe_load(path.read_text())
+    concepts = validate_parameters(p["concepts"], p.get("conditions", CONDITIONS), p["prompts_per_concept"],
+                                   p["n_examples"], p["seed"])
+    assert len(concepts) == len(p["concepts"])
