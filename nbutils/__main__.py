@@ -97,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"merged {len(meta['merged_from'])} shards, {len(df)} rows → scores/{args.slug}.parquet")
         return 0
     except KeyboardInterrupt:
+        # the notebook client's task for the cell that was running ends with "kernel died" once this process exits;
+        # asyncio would log that as an unretrieved task exception: the one line printed above already says what happened
+        import logging
+
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         return 130
     except (ValueError, FileExistsError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
