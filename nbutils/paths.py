@@ -201,6 +201,11 @@ def results_path(run_dir) -> Path:
     return resolve(run_dir) / "results.md"
 
 
+def cues_results_path(run_dir) -> Path:
+    """The cue profile's results in words (Markdown), beside the study's own ``results.md``."""
+    return resolve(run_dir) / "cues_results.md"
+
+
 def report_path(run_dir) -> Path:
     """The run's report: one self-contained HTML page of the analysis's text, tables and figures, without code."""
     return resolve(run_dir) / "report.html"

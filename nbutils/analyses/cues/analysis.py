@@ -28,7 +28,7 @@ from ...stats import record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
 from . import features as feats
-from . import plots, stats
+from . import plots, results, stats
 
 CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue_used")
 
@@ -44,6 +44,8 @@ class Profile(artifacts.Analysis):
     study: str = ""
     mode: str = ""
     records: list[dict] = field(default_factory=list)
+    design: dict = field(default_factory=dict)  # split sizes, features tested and the settings, for the paragraph
+    cues_text: str = ""  # the results in words (``cues_results.md``; the study's own ``results.md`` is left alone)
 
 
 def _column(data: pd.DataFrame, name: str | None, param: str, path) -> pd.Series | None:
@@ -179,13 +181,18 @@ def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = 10, min_c
     t["cues"] = cues
     top = stats.top_features(cues, top_k) if len(cues) else pd.DataFrame()
     t["cues_top"] = top
+    split = inst["split"].value_counts()
+    profile.design = {"n_train": int(split.get("train", 0)), "n_test": int(split.get("test", 0)),
+                      "n_features": int(cues["feature"].nunique()) if len(cues) else 0, "top_k": top_k,
+                      "min_count": min_count, "alpha": alpha}
     if cues.empty:
         profile.notes.append(f"no feature occurs ≥ {min_count} times in both splits: nothing to rank (lower min_count "
                              "or use a larger dataset)")
     profile.records += [record("cue_discovery", r.feature, estimate=r.cueness, p=r.p, valid=True,
                                note=f"cueness rank {r.rank}; label skewed toward {r.cue_label}; Holm over all "
                                     f"{cues['feature'].nunique()} features tested",
-                               p_holm=r.p_holm, significant=bool(r.significant), mse=r.mse, jsd=r.jsd)
+                               p_holm=r.p_holm, significant=bool(r.significant), mse=r.mse, jsd=r.jsd,
+                               cue_label=r.cue_label)
                         for r in top.itertuples(index=False)]
     if preds is None or top.empty:
         return profile
@@ -228,9 +235,14 @@ def write(profile: Profile, run_dir) -> list[Path]:
     kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
     summary["records"] = kept + artifacts.json_clean(profile.records)
     summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
-                                            "n_instances": len(profile.instances), "notes": profile.notes})
+                                            "n_instances": len(profile.instances), **profile.design,
+                                            "notes": profile.notes})
     profile.summary = summary
-    return artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
+    profile.cues_text = results.results_text(summary)
+    files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
+    files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
+    profile.files = files
+    return files
 
 
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, top_k: int = 10, min_count: int = 5,

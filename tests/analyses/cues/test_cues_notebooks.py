@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from nbutils import artifacts, studies
+from nbutils.analyses.cues.results import results_text
 from nbutils.paths import repo_root
 from nbutils.sweep import execute, run_sweep
 
@@ -44,6 +45,10 @@ def test_the_sweep_profiles_cues_after_the_analysis(swept):
     assert {"cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue_used"} <= tests
     assert "accuracy_vs_chance" in tests  # the custom study's own records are kept
     assert summary["cues"]["study"] == "custom" and summary["cues"]["n_instances"] == 24
+    words = (run / "cues_results.md").read_text()  # the profile's paragraph, beside the study's own results.md
+    assert words == results_text(summary) and "24 classification instances" in words
+    assert f"`{top['feature'].iloc[0]}` → {top['cue_label'].iloc[0]}" in words
+    assert "Cue profile" not in (run / "results.md").read_text()  # the study's own paragraph is left alone
 
 
 def test_rerunning_the_notebook_replaces_the_cue_records(swept):

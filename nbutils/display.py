@@ -1,0 +1,147 @@
+"""Tables for reading in a notebook: the key columns first, rounded, p-values in APA style, nothing cut off.
+
+``view(tables, "mixed_model", key=[...])`` shows a compact view of one analysis table; the full table, every column
+at full precision, stays in ``{run}/tables/<name>.csv`` and the caption says so. The view is a pandas ``Styler``:
+pandas is already here, its HTML renders the same in JupyterLab, Colab and the nbconvert report, and it is never
+truncated with "…" the way a wide ``DataFrame`` is. (great-tables renders finer tables, but would be one more
+dependency for the same columns.)
+
+What the view does to the numbers, and only to the view:
+- p-values (columns named ``p``, ``p_*`` or ``*_p``) read ``< .001``, ``.032``, ``> .999``;
+- other numbers are rounded to ``digits`` places, never shown as ``-0.000``, and in scientific notation only from
+  10,000 up, so one huge value does not turn a whole column into exponents;
+- missing values are blank (a combination that does not exist is not a number);
+- a record that cannot be estimated on the design (``valid`` False) shows "not estimable (reason)" in place of its
+  numbers;
+- an empty table is a sentence saying why it is empty, not an empty frame.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+
+from .results import reason
+
+_P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
+# the numbers of an inferential record: blank when it is not estimable
+_COUNT = re.compile(r"^(n|k|n_.*|.*_count|count)$")  # counts, stored as floats when a cell is missing
+_NUMBERS = ("estimate", "cell", "se", "ci_low", "ci_high", "statistic", "df", "p", "odds_ratio", "or_ci_low", "or_ci_high",
+            "ci", "t", "stat", "se_delta")
+
+
+def fmt_p_cell(p) -> str:
+    """A p-value for a table cell: APA without the ``p =``."""
+    if not _number(p):
+        return ""
+    if p < 0.001:
+        return "< .001"
+    if p > 0.999:
+        return "> .999"
+    return f"{p:.3f}".lstrip("0")
+
+
+def fmt_cell(x, digits: int = 3) -> str:
+    """A number for a table cell: ``digits`` places, scientific only from 10,000 up, never ``-0.000``; blank when
+    missing."""
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if not _number(x):
+        return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+    if isinstance(x, int) or digits == 0:
+        return f"{x:.0f}"
+    if abs(x) >= 1e4:
+        return f"{x:.3g}"
+    out = f"{x:.{digits}f}"
+    return out[1:] if out.startswith("-") and float(out) == 0 else out
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _whole(s: pd.Series) -> bool:
+    v = pd.to_numeric(s, errors="coerce").dropna()
+    return bool(len(v)) and bool((v == v.round()).all())
+
+
+def is_p_column(name: str) -> bool:
+    return bool(_P.match(str(name)))
+
+
+def compact(df: pd.DataFrame, key: list[str] | None = None, digits: int = 3) -> pd.DataFrame:
+    """The view as text: ``key`` columns first (only those, when given), numbers formatted as the module says, and
+    rows that cannot be estimated saying so instead of showing numbers."""
+    if not isinstance(df.index, pd.RangeIndex):  # a table indexed by its labels: they are columns of the view
+        df = df.reset_index()
+    cols = [c for c in (key or list(df.columns)) if c in df.columns]
+    out = pd.DataFrame(index=df.index)
+    for c in cols:
+        s = df[c]
+        if is_p_column(c):
+            out[c] = [fmt_p_cell(v) for v in s]
+        elif pd.api.types.is_integer_dtype(s) or (_COUNT.match(str(c)) and _whole(s)):
+            out[c] = [fmt_cell(v, 0) for v in s]
+        else:
+            out[c] = [fmt_cell(v.item() if hasattr(v, "item") else v, digits) for v in s]
+    if "valid" in df.columns:
+        bad = ~df["valid"].fillna(False).astype(bool)
+        numbers = [c for c in out.columns if c in _NUMBERS or is_p_column(c)]
+        numbers.sort(key=lambda c: _NUMBERS.index(c) if c in _NUMBERS else len(_NUMBERS))
+        if bad.any() and numbers:
+            for i in df.index[bad]:
+                out.loc[i, numbers] = ""
+                out.loc[i, numbers[0]] = f"not estimable ({reason(df.loc[i].to_dict())})"
+    return out.reset_index(drop=True)
+
+
+def view(tables: dict, name: str, key: list[str] | None = None, *, empty: str | None = None, query: str | None = None,
+         digits: int = 3, head: int | None = None, source: str | None = None):
+    """A compact, styled view of ``tables[name]`` for a notebook, with a caption naming the full table's file.
+
+    ``key``: the columns to show, in order (default: all). ``empty``: the sentence shown when the table is missing or
+    has no rows (say why: "needs both conditions", …). ``query``: a pandas query selecting the rows to show.
+    ``head``: show at most this many rows (the caption says how many there are). ``source``: where the full table is
+    (default ``tables/<name>.csv``)."""
+    from IPython.display import Markdown
+
+    df = tables.get(name)
+    if df is not None and query:
+        df = df.query(query)
+    if df is None or len(df) == 0:
+        return Markdown(f"*{name}: {empty or 'no rows on this run'}*")
+    n = len(df)
+    shown = compact(df if head is None else df.head(head), key, digits)
+    full = df if isinstance(df.index, pd.RangeIndex) else df.reset_index()
+    hidden = len(full.columns) - len(shown.columns)
+    caption = f"{name}: {n} row{'s' if n != 1 else ''}"
+    if head is not None and n > head:
+        caption += f", the first {head} shown"
+    if hidden or (head is not None and n > head):
+        caption += f"; the full table ({len(full.columns)} columns, full precision) is {source or f'tables/{name}.csv'}"
+    numeric = [c for c in shown.columns if c in full.columns and pd.api.types.is_numeric_dtype(full[c])
+               and not pd.api.types.is_bool_dtype(full[c])]
+    return (shown.style.hide(axis="index").set_caption(caption)
+            .set_table_styles([{"selector": "td, th", "props": "padding: 2px 8px;"}, {"selector": "th", "props": "white-space: nowrap;"},
+                               {"selector": "caption", "props": "caption-side: bottom; text-align: left; "
+                                                               "font-size: 0.85em; color: #555;"}])
+            .set_properties(subset=numeric, **{"text-align": "right"})
+            .map(lambda x: "min-width: 16em; max-width: 30em; text-align: left;" if len(str(x)) > 40 else "white-space: nowrap;"))
+
+
+def files_line(files, run_dir) -> str:
+    """What an analysis wrote, in one line: ``28 files in outputs/demo: results.md, summary.json, 18 tables, …``."""
+    from pathlib import Path
+
+    from .paths import resolve
+
+    run = resolve(run_dir)
+    rel = sorted(str(Path(f).relative_to(run)) if Path(f).is_relative_to(run) else str(f) for f in files)
+    top = [r for r in rel if "/" not in r]
+    groups: dict[str, int] = {}
+    for r in rel:
+        if "/" in r:
+            groups[r.split("/")[0]] = groups.get(r.split("/")[0], 0) + 1
+    parts = top + [f"{n} in {d}/" for d, n in groups.items()]
+    return f"{len(rel)} files written in {run}: {', '.join(parts)}"
