@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
                                               "and condition); stored beside full runs")
     sw.add_argument("--kernel", help="Jupyter kernel name (default: the notebooks' python3)")
     sw.add_argument("--n-boot", type=int, help="bootstrap resamples in the analysis")
+    sw.add_argument("--executor", choices=["local", "submitit-local", "slurm"],
+                    help="where the score notebooks run: here one after the other (local, the default), or one job "
+                         "array per sweep through submitit (slurm; submitit-local runs the same jobs on this machine); "
+                         "the sweep file's `cluster:` block sets the jobs' resources and shards")
     sw.add_argument("--verbose", action="store_true", help="print full tracebacks of failed steps")
     rn = sub.add_parser("run", help="run one notebook, its -p names checked against its parameters cell first")
     rn.add_argument("notebook")
@@ -62,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             from .sweep import run_sweep
 
             report = run_sweep(args.sweep_file, args.run_dir, args.dataset, args.models, args.limit, args.kernel,
-                               args.n_boot, study=args.study, verbose=args.verbose)
+                               args.n_boot, study=args.study, verbose=args.verbose, executor=args.executor)
             print("\n".join(report.lines()))
             return 1 if report.failed else 0
         if args.command == "run":

@@ -227,6 +227,11 @@ def kernel_log(executed: Path) -> Path:
     return Path(executed).with_suffix(".kernel.log")
 
 
+def logs_dir(run_dir) -> Path:
+    """Logs of the jobs a cluster sweep submitted (submitit's files, and ``jobs.json``: which job scores what)."""
+    return resolve(run_dir) / "logs"
+
+
 def lock_path(run_dir) -> Path:
     """The advisory lock file of a run directory."""
     return resolve(run_dir) / ".lock"

@@ -304,7 +304,8 @@ def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool =
     order = {v: i for i, v in enumerate(planned)}
     df = df.sort_values(spec.id_column, key=lambda s: s.map(order)).reset_index(drop=True)
     elapsed = sum(m.get("elapsed_seconds") or 0.0 for m in metas)
-    meta = dict(m0, num_shards=1, shard_index=0, merged_from=[p.name for p in sidecars], created=artifacts.now_utc())
+    meta = dict(m0, num_shards=1, shard_index=0, merged_from=[p.name for p in sidecars], created=artifacts.now_utc(),
+                resumed_rows=sum(m.get("resumed_rows") or 0 for m in metas))
     meta.update(rates(df, elapsed))
     final = paths.score_file(run_dir, slug, limit)
     check_existing(paths.sidecar(final), identity(meta), "score file", overwrite)

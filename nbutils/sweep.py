@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, paths, runstore, studies
+from . import artifacts, cluster, paths, runstore, studies
 from .report import write_report
 
-SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze"} | set(studies.RUN_ANALYSES)
+SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze", "executor", "cluster"} | set(studies.RUN_ANALYSES)
 
 
 @dataclass
@@ -210,9 +210,16 @@ class _Progress:
 def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
               models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
               n_boot: int | None = None, study: str | None = None, verbose: bool = False,
-              progress_every: float = 20.0) -> SweepReport:
-    """Generate once, score once per model file (failures reported, not fatal), then analyze."""
+              progress_every: float = 20.0, executor: str | None = None, ask=None) -> SweepReport:
+    """Generate once, score once per model file (failures reported, not fatal), then analyze.
+
+    ``executor``: ``local`` (here, one model after the other), ``slurm`` or ``submitit-local`` (one job array of
+    every model and shard, see ``nbutils.cluster``); default: the sweep file's, else local. ``ask``: how a cluster
+    sweep asks, after Ctrl-C, whether to cancel its jobs (default: the terminal)."""
     cfg = load_yaml(sweep_file, SWEEP_KEYS, "sweep") if sweep_file else {}
+    source = str(sweep_file or "the sweep")
+    executor = cluster.check_executor(executor or cfg.get("executor") or "local", source)
+    cluster_cfg = cluster.check_cluster(cfg.get("cluster"), source)
     record = studies.get(study or cfg.get("study", studies.DEFAULT))
     nbs = record.notebooks
     run_dir = run_dir or cfg.get("run_dir")
@@ -229,7 +236,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     model_params = []
     for m in models:
         p = load_yaml(m, None, "model")
-        check_parameters(nbs["score"], p, f"model {m}", fixed=("run_dir", "study"))
+        check_parameters(nbs["score"], p, f"model {m}", fixed=("run_dir", "study")
+                         + (("shard_index", "num_shards") if executor != "local" else ()))
         if "model" not in p:
             raise ValueError(f"model: {m} does not name a `model`")
         if limit is not None:
@@ -258,28 +266,35 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
             print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
             execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
             spec = record.spec
-            for p in model_params:
-                slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
-                if not p.get("overwrite") and runstore.is_done(run, spec, p):
-                    print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
-                    report.skipped.append(slug)
-                    continue
-                print(f"[sweep] score {slug}", flush=True)
-                step = f"scoring {slug}"
-                t0 = time.perf_counter()
-                try:
-                    with _Progress(run, slug, progress_every):
-                        execute(nbs["score"], paths.executed_notebook(run, nbs["score"], slug),
-                                dict(p, run_dir=str(run), study=record.name), kernel)
-                    report.scored.append(slug)
-                    print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
-                except KeyboardInterrupt:
-                    raise
-                except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
-                    report.failed[slug] = error_line(err)
-                    print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
-                    if verbose:
-                        traceback.print_exc()
+            if executor == "local":
+                if cluster_cfg:
+                    print("[sweep] the cluster: block is not used: executor is local (--executor slurm or "
+                          "submitit-local submits jobs)", flush=True)
+                for p in model_params:
+                    slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+                    if not p.get("overwrite") and runstore.is_done(run, spec, p):
+                        print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
+                        report.skipped.append(slug)
+                        continue
+                    print(f"[sweep] score {slug}", flush=True)
+                    step = f"scoring {slug}"
+                    t0 = time.perf_counter()
+                    try:
+                        with _Progress(run, slug, progress_every):
+                            execute(nbs["score"], paths.executed_notebook(run, nbs["score"], slug),
+                                    dict(p, run_dir=str(run), study=record.name), kernel)
+                        report.scored.append(slug)
+                        print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
+                    except KeyboardInterrupt:
+                        raise
+                    except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
+                        report.failed[slug] = error_line(err)
+                        print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
+                        if verbose:
+                            traceback.print_exc()
+            else:
+                step = "scoring (cluster jobs)"
+                _score_on_cluster(executor, cluster_cfg, run, record, model_params, kernel, report, ask)
             if report.scored or report.skipped:
                 step = "analyze"
                 print("[sweep] analyze", flush=True)
@@ -303,6 +318,34 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                 traceback.print_exc()
             raise SweepFailed(f"{step}: {error_line(err)}") from err
     return report
+
+
+def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: list[dict], kernel, report: SweepReport,
+                      ask=None) -> None:
+    """The score step as one job array (``nbutils.cluster``): submit what is missing, watch, merge."""
+    shards = cfg.get("shards_per_model", 1)
+    tasks, skipped = cluster.plan(run, record.spec, model_params, shards)
+    for slug in skipped:
+        print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
+    report.skipped += skipped
+    if not tasks:
+        return
+    merge_only = [t.slug for t in tasks if t.shard_index < 0]
+    if merge_only:
+        print(f"[sweep] every shard of {', '.join(merge_only)} is scored already: merging", flush=True)
+    jobs = cluster.ClusterScoring(kind, run, record.name, record.notebooks["score"], cfg, kernel,
+                                  out=lambda line: print(line, flush=True))
+    try:
+        jobs.submit(tasks)
+        failed = jobs.wait() if jobs.jobs else {}
+    except KeyboardInterrupt:
+        jobs.interrupted(ask or cluster.ask_tty)
+        raise
+    scored, bad = cluster.merge(run, tasks, failed)
+    report.scored += scored
+    report.failed.update(bad)
+    for slug, err in bad.items():
+        print(f"[sweep] FAILED score {slug}: {err}", flush=True)
 
 
 class SweepFailed(RuntimeError):

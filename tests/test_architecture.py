@@ -1,5 +1,5 @@
 """The bands and their arrows, never upward: base (paths, artifacts, stats, spec, runstore, rbridge…) ← engine ←
-shared study code (``nbutils.studies.common``) ← studies and run analyses (``nbutils.analyses``) ← sweep/CLI/report.
+shared study code (``nbutils.studies.common``) ← studies and run analyses (``nbutils.analyses``) ← sweep/cluster/CLI/report.
 
 Studies never import each other, and no study or run analysis imports code by a string (``importlib``): every arrow
 between them is a static import this test sees. The registry alone resolves strings, and only its own records'."""
@@ -19,7 +19,7 @@ PKG = repo_root() / "nbutils"
 # base: every module that is not engine, study, run analysis, registry or top (this set names them for the reader)
 BASE = {"nbutils", "nbutils.paths", "nbutils.artifacts", "nbutils.stats", "nbutils.spec", "nbutils.runstore",
         "nbutils.rbridge"}
-TOP = {"nbutils.sweep", "nbutils.__main__", "nbutils.report"}
+TOP = {"nbutils.sweep", "nbutils.cluster", "nbutils.__main__", "nbutils.report"}
 COMMON = "nbutils.studies.common"
 
 

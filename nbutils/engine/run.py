@@ -86,6 +86,9 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     ids = data[spec.id_column].tolist()
     check_context(lm, scorer, ids)
     done, prior = files.resume(expected, overwrite, ids)
+    meta["resumed_rows"] = len(done)  # rows taken from the checkpoint of an earlier, interrupted run of this one
+    if done:
+        print(f"resuming from the checkpoint: {len(done)} rows already scored ({files.partial.name})", flush=True)
     meta["token_budget"] = prior.get("token_budget") or lm.meta.get("token_budget")  # a resumed run keeps its plan
     batches = scorer.plan(meta["token_budget"])[shard_index::num_shards]
     n_planned = sum(len(b) for b in batches)

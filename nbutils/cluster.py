@@ -1,0 +1,418 @@
+"""Scoring past one machine: the sweep's score step as ONE job array (a job per model and shard) through submitit.
+
+``executor`` chooses where the score notebooks run:
+- ``local``: in the sweep's own process, one model after the other (the default; ``nbutils.sweep``);
+- ``slurm``: submitit's SLURM executor: ``sbatch`` of one job array, ``array_parallelism`` of its jobs at a time,
+  requeued from its checkpoint when SLURM preempts it or its time runs out;
+- ``submitit-local``: submitit's local executor: the same jobs as real subprocesses of this machine (to try a cluster
+  sweep, and to test it, without a cluster). All its jobs start at once.
+
+Every job runs the shared score notebook through papermill with its ``shard_index``/``num_shards``, as
+``python -m nbutils run`` would; it writes its executed notebook under ``{run}/notebooks/`` and submitit's logs under
+``{run}/logs/``. The coordinating process (the sweep, which holds the run's lock) submits, watches, then merges the
+shards of every model whose jobs all succeeded. What a job writes is what the serial sweep writes: the shards are
+merged into exactly the score file an unsharded run writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import submitit
+
+from . import artifacts, paths, runstore
+
+EXECUTORS = ("local", "submitit-local", "slurm")
+ALIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # SLURM states
+JOB_NAME = "bias-probes"
+
+
+def _int(lo: int):
+    def check(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+    check.allowed = f"an integer ≥ {lo}"
+    return check
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+_positive.allowed = "a number > 0"
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+_text.allowed = "a non-empty string"
+
+
+def _options(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, (str, int, float, bool)) for k, x in v.items())
+
+
+_options.allowed = "a mapping of sbatch option names (without --) to values, e.g. {constraint: a100, mail-type: END}"
+
+
+def _lines(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+_lines.allowed = "a list of shell lines run before each job (module load …, source .venv/bin/activate)"
+
+# the sweep file's `cluster:` block: name -> (check, what it means)
+CLUSTER_KEYS = {
+    "partition": (_text, "SLURM partition"),
+    "account": (_text, "SLURM account"),
+    "qos": (_text, "SLURM quality of service"),
+    "gpus_per_job": (_int(0), "GPUs per job (default 1 on SLURM, 0 locally)"),
+    "cpus_per_job": (_int(1), "CPU cores per job"),
+    "mem_gb": (_positive, "memory per job in GB"),
+    "time_min": (_int(1), "time limit per job in minutes (default 240); a job past it is requeued from its checkpoint"),
+    "array_parallelism": (_int(1), "jobs of the array running at once (SLURM)"),
+    "shards_per_model": (_int(1), "jobs per model: each scores every N-th batch (default 1)"),
+    "sbatch_extra": (_options, "more sbatch options"),
+    "setup": (_lines, "shell lines before each job"),
+    "poll_seconds": (_positive, "seconds between progress lines (default 30)"),
+}
+DEFAULT_TIME_MIN = 240
+DEFAULT_POLL = 30.0
+
+
+def check_cluster(block, source: str) -> dict:
+    """The ``cluster:`` block, every key checked against its allowed names and values (an error names the key)."""
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise ValueError(f"cluster: {source}: must be a mapping of {sorted(CLUSTER_KEYS)}")
+    unknown = sorted(set(block) - set(CLUSTER_KEYS))
+    if unknown:
+        raise ValueError(f"cluster: {source}: unknown key(s) {unknown}; allowed: {sorted(CLUSTER_KEYS)}")
+    for k, v in block.items():
+        check, what = CLUSTER_KEYS[k]
+        if not check(v):
+            raise ValueError(f"cluster.{k}: {source}: must be {check.allowed} ({what}), got {v!r}")
+    return dict(block)
+
+
+def check_executor(name, source: str) -> str:
+    if name not in EXECUTORS:
+        raise ValueError(f"executor: {source}: must be one of {list(EXECUTORS)}, got {name!r}")
+    return name
+
+
+def make_executor(kind: str, folder: Path, cluster: dict):
+    """A submitit executor for ``kind`` with the ``cluster:`` block's settings (nothing is submitted)."""
+    time_min = cluster.get("time_min", DEFAULT_TIME_MIN)
+    if kind == "slurm":
+        ex = submitit.SlurmExecutor(folder=folder)
+        params = {"job_name": JOB_NAME, "time": time_min, "gpus_per_node": cluster.get("gpus_per_job", 1),
+                  "ntasks_per_node": 1, "stderr_to_stdout": True}
+        for key, name in (("partition", "partition"), ("account", "account"), ("qos", "qos"),
+                          ("cpus_per_job", "cpus_per_task"), ("array_parallelism", "array_parallelism"),
+                          ("setup", "setup")):
+            if key in cluster:
+                params[name] = cluster[key]
+        if "mem_gb" in cluster:
+            params["mem"] = submitit.slurm.slurm._convert_mem(cluster["mem_gb"])
+        if cluster.get("sbatch_extra"):
+            params["additional_parameters"] = dict(cluster["sbatch_extra"])
+        ex.update_parameters(**params)
+        return ex
+    if kind == "submitit-local":
+        ex = submitit.LocalExecutor(folder=folder)
+        ex.update_parameters(timeout_min=time_min, gpus_per_node=cluster.get("gpus_per_job", 0),
+                             stderr_to_stdout=True, **({"setup": cluster["setup"]} if "setup" in cluster else {}))
+        return ex
+    raise ValueError(f"executor: {kind!r} does not submit jobs; one of {list(EXECUTORS[1:])} does")
+
+
+# ---------------------------------------------------------------- what one job does
+
+class ScoreJobError(RuntimeError):
+    """A score notebook failed in a job: its real error in one line."""
+
+
+class ScoreJob(submitit.helpers.Checkpointable):
+    """One (model, shard): the score notebook through papermill. Checkpointable: when SLURM preempts the job or its
+    time runs out, submitit requeues the same call, and the engine resumes from its checkpoint."""
+
+    def __call__(self, root: str, notebook: str, output: str, params: dict, kernel: str | None = None) -> str:
+        os.environ["NBUTILS_ROOT"] = root
+        os.chdir(root)
+        from .sweep import error_line, execute
+
+        try:
+            execute(notebook, Path(output), params, kernel)
+        except Exception as err:  # noqa: BLE001 - one line the coordinator can show
+            raise ScoreJobError(error_line(err)) from None
+        return output
+
+
+# ---------------------------------------------------------------- the coordinator
+
+@dataclass
+class Task:
+    """One job's work: one model's parameters and one shard of it."""
+
+    slug: str
+    params: dict
+    shard_index: int
+    num_shards: int
+
+    @property
+    def name(self) -> str:
+        return self.slug if self.num_shards == 1 else f"{self.slug}.shard-{self.shard_index}-of-{self.num_shards}"
+
+    def job_params(self, run: Path, study: str) -> dict:
+        p = dict(self.params, run_dir=str(run), study=study)
+        if self.num_shards > 1:
+            p.update(shard_index=self.shard_index, num_shards=self.num_shards)
+        return p
+
+    def score_file(self, run: Path) -> Path:
+        return paths.score_file(run, self.slug, self.params.get("limit"), self.shard_index, self.num_shards)
+
+    def rows(self, run: Path) -> tuple[int, int | None]:
+        """(rows scored, rows planned or None) from the finished file's sidecar, else the live progress file."""
+        side = paths.sidecar(self.score_file(run))
+        if side.exists():
+            try:
+                meta = artifacts.read_json(side)
+                if meta.get("complete"):
+                    return int(meta.get("n_rows") or 0), int(meta.get("n_rows") or 0)
+            except (OSError, ValueError):
+                pass
+        prog = paths.progress_file(paths.partial_file(run, self.slug, self.params.get("limit"), self.shard_index,
+                                                      self.num_shards))
+        try:
+            p = json.loads(prog.read_text())
+            return int(p["n_done"]), int(p["n_planned"])
+        except (OSError, ValueError, KeyError):
+            return 0, None
+
+
+def plan(run: Path, spec, model_params: list[dict], shards: int) -> tuple[list[Task], list[str]]:
+    """Every (model, shard) still to score, and the models already scored (skipped)."""
+    tasks, skipped = [], []
+    for p in model_params:
+        slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+        if not p.get("overwrite") and runstore.is_done(run, spec, p):
+            skipped.append(slug)
+            continue
+        for i in range(shards):
+            t = Task(slug, p, i, shards)
+            if shards > 1 and not p.get("overwrite") and runstore.is_done(run, spec, dict(p, shard_index=i,
+                                                                                            num_shards=shards)):
+                continue  # this shard finished in an earlier run: only the missing ones are submitted
+            tasks.append(t)
+        if shards > 1 and not any(t.slug == slug for t in tasks):
+            tasks.append(Task(slug, p, -1, shards))  # every shard is there: only the merge is left
+    return tasks, skipped
+
+
+def _status(job) -> str:
+    """pending / running / done / failed, from submitit's view of the job."""
+    try:
+        finished = job.done()
+    except Exception:  # noqa: BLE001 - the scheduler did not answer this time: ask again at the next interval
+        return "running"
+    if not finished:
+        state = str(job.state).upper()
+        return "pending" if state.startswith(("PENDING", "REQUEUED", "CONFIGURING", "UNKNOWN")) else "running"
+    return "done" if job.exception() is None else "failed"
+
+
+def failure_line(job) -> str:
+    """The real error of a failed job, in one line: the notebook's error when the job raised one, else what the
+    scheduler says (killed, out of time, out of memory)."""
+    exc = job.exception()
+    text = str(exc or "")
+    marker = f"{ScoreJobError.__module__}.ScoreJobError: "
+    for line in reversed(text.splitlines()):
+        if marker in line or line.startswith("ScoreJobError: "):
+            return line.split("ScoreJobError: ", 1)[1].strip()
+    state = str(getattr(job, "state", "") or "")
+    return (f"the job ended without a result (state {state}: killed, out of time or out of memory?)"
+            if "has not produced any output" in text or "UncompletedJobError" in type(exc).__name__
+            else (text.strip().splitlines() or [state])[-1])
+
+
+def job_log(job) -> Path:
+    """The job's log (stdout and stderr together)."""
+    return Path(job.paths.stdout)
+
+
+class ClusterScoring:
+    """Submit the tasks as one job array, print progress per interval, report failures; the jobs' records are kept
+    in ``{run}/logs/jobs.json`` so that a later sweep can tell the user which jobs it had submitted."""
+
+    def __init__(self, kind: str, run: Path, study: str, notebook: str, cluster: dict, kernel: str | None = None,
+                 out=print):
+        self.kind, self.run, self.study, self.notebook, self.cluster = kind, run, study, notebook, cluster
+        self.kernel, self.out = kernel, out
+        self.folder = paths.logs_dir(run)
+        self.jobs: list = []
+        self.tasks: list[Task] = []
+        self.final: dict[int, str] = {}  # job index -> done / failed, once it has ended
+
+    def submit(self, tasks: list[Task]) -> list:
+        """One job array of every task not already queued or running from an earlier sweep (SLURM: those are
+        re-attached, not submitted twice); nothing is submitted when there is no task."""
+        tasks = [t for t in tasks if t.shard_index >= 0]
+        if not tasks:
+            return []
+        self.folder.mkdir(parents=True, exist_ok=True)
+        attached, tasks = self._reattach(tasks)
+        new = []
+        if tasks:
+            ex = make_executor(self.kind, self.folder, self.cluster)
+            root = str(paths.root())
+            with ex.batch():
+                pending = [ex.submit(ScoreJob(), root, self.notebook,
+                                     str(paths.executed_notebook(self.run, self.notebook, t.name)),
+                                     t.job_params(self.run, self.study), self.kernel) for t in tasks]
+            new = list(pending)
+        self.jobs = [j for j, _ in attached] + new
+        self.tasks = [t for _, t in attached] + tasks
+        self._record()
+        if attached:
+            self.out(f"[sweep] {len(attached)} job(s) of an earlier sweep are still queued or running: watching them "
+                     f"instead of submitting them again ({', '.join(j.job_id for j, _ in attached)})")
+        if new:
+            ids = [j.job_id for j in new]
+            self.out(f"[sweep] submitted {len(ids)} job(s) as one array ({self.kind}): "
+                     f"{ids[0] if len(ids) == 1 else ids[0] + ' … ' + ids[-1]}; logs in {self.folder}")
+        return self.jobs
+
+    def _reattach(self, tasks: list[Task]) -> tuple[list, list[Task]]:
+        """SLURM jobs recorded by an earlier sweep of this run that are still queued or running, with their tasks;
+        and the tasks left to submit."""
+        rec = self.folder / "jobs.json"
+        if self.kind != "slurm" or not rec.exists():
+            return [], tasks
+        try:
+            old = {j["task"]: j["job_id"] for j in artifacts.read_json(rec).get("jobs", [])}
+        except (OSError, ValueError, KeyError, TypeError):
+            return [], tasks
+        attached, rest = [], []
+        for t in tasks:
+            if t.name in old:
+                job = submitit.SlurmJob(folder=self.folder, job_id=old[t.name])
+                try:
+                    state = str(job.state).upper()
+                except Exception:  # noqa: BLE001 - sacct did not answer: submit it again rather than wait forever
+                    state = "UNKNOWN"
+                if state.startswith(ALIVE):
+                    attached.append((job, t))
+                    continue
+            rest.append(t)
+        return attached, rest
+
+    def _record(self) -> None:
+        artifacts.write_json({"executor": self.kind, "submitted": artifacts.now_utc(),
+                              "jobs": [{"job_id": j.job_id, "task": t.name, "log": str(job_log(j))}
+                                       for j, t in zip(self.jobs, self.tasks)]},
+                             self.folder / "jobs.json")
+
+    def progress_line(self, states: Counter) -> str:
+        rows = [t.rows(self.run) for t in self.tasks]
+        done = sum(r[0] for r in rows)
+        planned = None if any(r[1] is None for r in rows) else sum(r[1] for r in rows)
+        return (f"[sweep] jobs: {states['pending']} pending, {states['running']} running, {states['done']} done, "
+                f"{states['failed']} failed; {done}{'/' + str(planned) if planned is not None else ''} rows scored")
+
+    def wait(self, every: float | None = None) -> dict[str, str]:
+        """Until every job has ended: a progress line per interval (and when a job ends); returns the failures
+        (task name → error line), each printed with its log."""
+        every = every or self.cluster.get("poll_seconds", DEFAULT_POLL)
+        failed: dict[str, str] = {}
+        seen: set[int] = set()
+        last_line, last_time = "", 0.0
+        while True:
+            states = []
+            for i, j in enumerate(self.jobs):
+                if i not in self.final:
+                    s = _status(j)
+                    if s in ("done", "failed"):
+                        self.final[i] = s
+                states.append(self.final.get(i) or s)
+            for i, s in enumerate(states):
+                if s == "failed" and i not in seen:
+                    seen.add(i)
+                    failed[self.tasks[i].name] = failure_line(self.jobs[i])
+                    self.out(f"[sweep] FAILED job {self.jobs[i].job_id} ({self.tasks[i].name}): "
+                             f"{failed[self.tasks[i].name]}; log: {job_log(self.jobs[i])}")
+            line = self.progress_line(Counter(states))
+            now = time.monotonic()
+            finished = all(s in ("done", "failed") for s in states)
+            if finished or (line != last_line and now - last_time >= every) or now - last_time >= 10 * every:
+                self.out(line)
+                last_line, last_time = line, now
+            if finished:
+                return failed
+            time.sleep(min(every, 2.0))
+
+    def unfinished(self) -> list:
+        return [j for i, j in enumerate(self.jobs) if i not in self.final and _status(j) in ("pending", "running")]
+
+    def interrupted(self, ask=input) -> str:
+        """After Ctrl-C: cancel the jobs that have not finished, or leave them running (SLURM); returns what was done.
+        Local jobs are children of this terminal and have had the same Ctrl-C: they are stopped."""
+        left = self.unfinished()
+        again = ("run the same command again: it submits only the shards that are missing or failed, and each "
+                 "resumes from its checkpoint")
+        if not left:
+            return "none"
+        if self.kind != "slurm":
+            for j in left:
+                j.cancel(check=False)
+            self.out(f"[sweep] stopped {len(left)} local job(s); to go on, {again}")
+            return "cancelled"
+        try:
+            answer = ask(f"[sweep] {len(left)} job(s) still queued or running: cancel them (c) or leave them "
+                         "running (l)? [l] ").strip().lower()
+        except (EOFError, OSError):
+            answer = "l"
+        if answer.startswith("c"):
+            for j in left:
+                j.cancel(check=False)
+            self.out(f"[sweep] cancelled {len(left)} job(s); their checkpoints are kept; to go on, {again}")
+            return "cancelled"
+        self.out(f"[sweep] left {len(left)} job(s) running (ids in {self.folder / 'jobs.json'}; `squeue -u $USER`). "
+                 f"When they have ended, {again}, then it merges and analyses")
+        return "left"
+
+
+def merge(run: Path, tasks: list[Task], failed: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """Merge the shards of every model whose jobs all succeeded: (models scored, models failed with their error)."""
+    scored, bad = [], {}
+    for slug in dict.fromkeys(t.slug for t in tasks):
+        mine = [t for t in tasks if t.slug == slug]
+        errors = {failed[t.name] for t in mine if t.name in failed}
+        if errors:
+            n = sum(t.name in failed for t in mine)
+            bad[slug] = (f"{n} of {len(mine)} jobs failed: " if len(mine) > 1 else "") + "; ".join(sorted(errors))
+            continue
+        t0 = mine[0]
+        if t0.num_shards > 1:
+            try:
+                runstore.merge_shards(run, slug, limit=t0.params.get("limit"), overwrite=bool(t0.params.get("overwrite")))
+            except ValueError as err:
+                bad[slug] = f"merge: {err}"
+                continue
+        scored.append(slug)
+    return scored, bad
+
+
+def ask_tty(prompt: str) -> str:
+    """input() when a person is at the terminal; 'l' (leave the jobs running) otherwise."""
+    if not sys.stdin or not sys.stdin.isatty():
+        return "l"
+    return input(prompt)
