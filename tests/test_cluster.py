@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import submitit
 import yaml
 
 from nbutils import cluster, paths
@@ -114,8 +115,6 @@ def test_a_slurm_sweep_is_one_job_array_with_the_blocks_resources(fake_slurm):
     assert [j.job_id for j in submitted] == [f"4242_{i}" for i in range(8)]
     record = json.loads((run / "logs" / "jobs.json").read_text())
     assert [j["task"] for j in record["jobs"]][:2] == ["Qwen--Qwen3-32B.shard-0-of-2", "Qwen--Qwen3-32B.shard-1-of-2"]
-    import submitit
-
     call = submitit.core.utils.DelayedSubmission.load(run / "logs" / "4242_5_submitted.pkl")
     root, notebook, output, params, _ = call.args
     assert isinstance(call.function, cluster.ScoreJob) and notebook == "notebooks/score.ipynb"
@@ -269,3 +268,31 @@ def _rows(partial: Path) -> int:
         return len(pd.read_parquet(partial))
     except Exception:  # noqa: BLE001 - being written right now
         return 0
+
+
+@pytest.mark.notebooks
+def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("prompts.parquet", "prompts.json"):  # the demo dataset, as the sample run ships it
+        shutil.copy(ROOT / "outputs" / "sample" / name, run / name)
+    params = {**yaml.safe_load((ROOT / "params" / "models" / "smollm2-135m-instruct.yaml").read_text()),
+              "batch_size": 1, "checkpoint_every": 1, "limit": LIMIT}
+    slug = "smollm2-135m-instruct"
+    said = []
+    jobs = cluster.ClusterScoring("submitit-local", run, "monotonicity", "notebooks/score.ipynb", {"poll_seconds": 1},
+                                  out=said.append)
+    job, = jobs.submit([cluster.Task(slug, params, 0, 1)])
+    partial = paths.partial_file(run, slug, LIMIT)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and _rows(partial) < 2:
+        time.sleep(0.2)
+    # what SLURM does before preempting a job: the signal submitit requeues it on, to the job's task process
+    task = next(p for p in psutil.Process(int(job.job_id)).children(recursive=True)
+                if "submitit.core._submit" in " ".join(p.cmdline()))
+    task.send_signal(submitit.JobEnvironment._usr_sig())
+    assert jobs.wait() == {}
+    meta = json.loads(paths.sidecar(paths.score_file(run, slug, LIMIT)).read_text())
+    assert meta["complete"] and meta["n_rows"] == 12 and meta["resumed_rows"] >= 2
+    log = Path(json.loads((run / "logs" / "jobs.json").read_text())["jobs"][0]["log"]).read_text()
+    assert "this job is preempted" in log and "Requeued" in log
