@@ -22,7 +22,7 @@ import re
 
 import pandas as pd
 
-from .results import reason
+from .results import fmt_p, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -32,14 +32,8 @@ _NUMBERS = ("estimate", "cell", "se", "ci_low", "ci_high", "statistic", "df", "p
 
 
 def fmt_p_cell(p) -> str:
-    """A p-value for a table cell: APA without the ``p =``."""
-    if not _number(p):
-        return ""
-    if p < 0.001:
-        return "< .001"
-    if p > 0.999:
-        return "> .999"
-    return f"{p:.3f}".lstrip("0")
+    """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing."""
+    return fmt_p(p)[2:].removeprefix("= ") if _number(p) else ""
 
 
 def fmt_cell(x, digits: int = 3) -> str:
