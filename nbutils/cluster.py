@@ -198,41 +198,39 @@ class Task:
             return 0, None
 
 
-def plan(run: Path, spec, model_params: list[dict], shards: int) -> tuple[list[Task], list[str]]:
-    """Every (model, shard) still to score, and the models already scored (skipped)."""
-    tasks, skipped = [], []
+def plan(run: Path, spec, model_params: list[dict], shards: int) -> tuple[dict[str, dict], list[Task], list[str]]:
+    """The models to score (slug → parameters), the (model, shard) jobs still to run for them (a shard finished in
+    an earlier sweep is not run again), and the models already scored (skipped)."""
+    models, tasks, skipped = {}, [], []
     for p in model_params:
         slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
         if not p.get("overwrite") and runstore.is_done(run, spec, p):
             skipped.append(slug)
             continue
-        for i in range(shards):
-            t = Task(slug, p, i, shards)
-            if shards > 1 and not p.get("overwrite") and runstore.is_done(run, spec, dict(p, shard_index=i,
-                                                                                            num_shards=shards)):
-                continue  # this shard finished in an earlier run: only the missing ones are submitted
-            tasks.append(t)
-        if shards > 1 and not any(t.slug == slug for t in tasks):
-            tasks.append(Task(slug, p, -1, shards))  # every shard is there: only the merge is left
-    return tasks, skipped
+        models[slug] = p
+        tasks += [Task(slug, p, i, shards) for i in range(shards)
+                  if shards == 1 or p.get("overwrite")
+                  or not runstore.is_done(run, spec, dict(p, shard_index=i, num_shards=shards))]
+    return models, tasks, skipped
 
 
-def _status(job) -> str:
-    """pending / running / done / failed, from submitit's view of the job."""
+def _status(job) -> tuple[str, BaseException | None]:
+    """pending / running / done / failed, from submitit's view of the job, and a failed job's exception (asking
+    for it waits for the job's result file, so it is asked once)."""
     try:
         finished = job.done()
     except Exception:  # noqa: BLE001 - the scheduler did not answer this time: ask again at the next interval
-        return "running"
+        return "running", None
     if not finished:
         state = str(job.state).upper()
-        return "pending" if state.startswith(("PENDING", "REQUEUED", "CONFIGURING", "UNKNOWN")) else "running"
-    return "done" if job.exception() is None else "failed"
+        return ("pending" if state.startswith(("PENDING", "REQUEUED", "CONFIGURING", "UNKNOWN")) else "running"), None
+    exc = job.exception()
+    return ("done" if exc is None else "failed"), exc
 
 
-def failure_line(job) -> str:
+def failure_line(job, exc: BaseException) -> str:
     """The real error of a failed job, in one line: the notebook's error when the job raised one, else what the
     scheduler says (killed, out of time, out of memory)."""
-    exc = job.exception()
     text = str(exc or "")
     marker = f"{ScoreJobError.__module__}.ScoreJobError: "
     for line in reversed(text.splitlines()):
@@ -265,7 +263,6 @@ class ClusterScoring:
     def submit(self, tasks: list[Task]) -> list:
         """One job array of every task not already queued or running from an earlier sweep (SLURM: those are
         re-attached, not submitted twice); nothing is submitted when there is no task."""
-        tasks = [t for t in tasks if t.shard_index >= 0]
         if not tasks:
             return []
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -333,22 +330,21 @@ class ClusterScoring:
         (task name → error line), each printed with its log."""
         every = every or self.cluster.get("poll_seconds", DEFAULT_POLL)
         failed: dict[str, str] = {}
-        seen: set[int] = set()
         last_line, last_time = "", 0.0
         while True:
             states = []
             for i, j in enumerate(self.jobs):
-                if i not in self.final:
-                    s = _status(j)
-                    if s in ("done", "failed"):
-                        self.final[i] = s
-                states.append(self.final.get(i) or s)
-            for i, s in enumerate(states):
-                if s == "failed" and i not in seen:
-                    seen.add(i)
-                    failed[self.tasks[i].name] = failure_line(self.jobs[i])
-                    self.out(f"[sweep] FAILED job {self.jobs[i].job_id} ({self.tasks[i].name}): "
-                             f"{failed[self.tasks[i].name]}; log: {job_log(self.jobs[i])}")
+                if i in self.final:
+                    states.append(self.final[i])
+                    continue
+                state, exc = _status(j)
+                if state == "failed":
+                    name = self.tasks[i].name
+                    failed[name] = failure_line(j, exc)
+                    self.out(f"[sweep] FAILED job {j.job_id} ({name}): {failed[name]}; log: {job_log(j)}")
+                if state in ("done", "failed"):
+                    self.final[i] = state
+                states.append(state)
             line = self.progress_line(Counter(states))
             now = time.monotonic()
             finished = all(s in ("done", "failed") for s in states)
@@ -360,7 +356,7 @@ class ClusterScoring:
             time.sleep(min(every, 2.0))
 
     def unfinished(self) -> list:
-        return [j for i, j in enumerate(self.jobs) if i not in self.final and _status(j) in ("pending", "running")]
+        return [j for i, j in enumerate(self.jobs) if i not in self.final and _status(j)[0] in ("pending", "running")]
 
     def interrupted(self, ask=input) -> str:
         """After Ctrl-C: cancel the jobs that have not finished, or leave them running (SLURM); returns what was done.
@@ -390,20 +386,20 @@ class ClusterScoring:
         return "left"
 
 
-def merge(run: Path, tasks: list[Task], failed: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+def merge(run: Path, models: dict[str, dict], shards: int, tasks: list[Task],
+          failed: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """Merge the shards of every model whose jobs all succeeded: (models scored, models failed with their error)."""
     scored, bad = [], {}
-    for slug in dict.fromkeys(t.slug for t in tasks):
+    for slug, p in models.items():
         mine = [t for t in tasks if t.slug == slug]
         errors = {failed[t.name] for t in mine if t.name in failed}
         if errors:
             n = sum(t.name in failed for t in mine)
             bad[slug] = (f"{n} of {len(mine)} jobs failed: " if len(mine) > 1 else "") + "; ".join(sorted(errors))
             continue
-        t0 = mine[0]
-        if t0.num_shards > 1:
+        if shards > 1:
             try:
-                runstore.merge_shards(run, slug, limit=t0.params.get("limit"), overwrite=bool(t0.params.get("overwrite")))
+                runstore.merge_shards(run, slug, limit=p.get("limit"), overwrite=bool(p.get("overwrite")))
             except ValueError as err:
                 bad[slug] = f"merge: {err}"
                 continue

@@ -324,13 +324,13 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
                       ask=None) -> None:
     """The score step as one job array (``nbutils.cluster``): submit what is missing, watch, merge."""
     shards = cfg.get("shards_per_model", 1)
-    tasks, skipped = cluster.plan(run, record.spec, model_params, shards)
+    models, tasks, skipped = cluster.plan(run, record.spec, model_params, shards)
     for slug in skipped:
         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
     report.skipped += skipped
-    if not tasks:
+    if not models:
         return
-    merge_only = [t.slug for t in tasks if t.shard_index < 0]
+    merge_only = [slug for slug in models if not any(t.slug == slug for t in tasks)]
     if merge_only:
         print(f"[sweep] every shard of {', '.join(merge_only)} is scored already: merging", flush=True)
     jobs = cluster.ClusterScoring(kind, run, record.name, record.notebooks["score"], cfg, kernel,
@@ -341,7 +341,7 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     except KeyboardInterrupt:
         jobs.interrupted(ask or cluster.ask_tty)
         raise
-    scored, bad = cluster.merge(run, tasks, failed)
+    scored, bad = cluster.merge(run, models, shards, tasks, failed)
     report.scored += scored
     report.failed.update(bad)
     for slug, err in bad.items():
