@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
-from .results import fmt_p, reason
+from .paths import resolve, summary_path
+from .results import _finite, fmt_num, fmt_p, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -33,7 +36,7 @@ _NUMBERS = ("estimate", "cell", "se", "ci_low", "ci_high", "statistic", "df", "p
 
 def fmt_p_cell(p) -> str:
     """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing."""
-    return fmt_p(p)[2:].removeprefix("= ") if _number(p) else ""
+    return fmt_p(p)[2:].removeprefix("= ") if _finite(p) else ""
 
 
 def fmt_cell(x, digits: int = 3) -> str:
@@ -41,18 +44,11 @@ def fmt_cell(x, digits: int = 3) -> str:
     missing."""
     if isinstance(x, bool):
         return "yes" if x else "no"
-    if not _number(x):
+    if not _finite(x):
         return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
     if isinstance(x, int) or digits == 0:
         return f"{x:.0f}"
-    if abs(x) >= 1e4:
-        return f"{x:.3g}"
-    out = f"{x:.{digits}f}"
-    return out[1:] if out.startswith("-") and float(out) == 0 else out
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return fmt_num(x, digits, sig=3)
 
 
 def _whole(s: pd.Series) -> bool:
@@ -105,37 +101,40 @@ def view(tables: dict, name: str, key: list[str] | None = None, *, empty: str | 
         df = df.query(query)
     if df is None or len(df) == 0:
         return Markdown(f"*{name}: {empty or 'no rows on this run'}*")
+    if not isinstance(df.index, pd.RangeIndex):  # its labels are columns of the view and of the column count
+        df = df.reset_index()
     n = len(df)
     shown = compact(df if head is None else df.head(head), key, digits)
-    full = df if isinstance(df.index, pd.RangeIndex) else df.reset_index()
-    hidden = len(full.columns) - len(shown.columns)
+    hidden = len(df.columns) - len(shown.columns)
     caption = f"{name}: {n} row{'s' if n != 1 else ''}"
     if head is not None and n > head:
         caption += f", the first {head} shown"
     if hidden or (head is not None and n > head):
-        caption += f"; the full table ({len(full.columns)} columns, full precision) is {source or f'tables/{name}.csv'}"
-    numeric = [c for c in shown.columns if c in full.columns and pd.api.types.is_numeric_dtype(full[c])
-               and not pd.api.types.is_bool_dtype(full[c])]
+        caption += f"; the full table ({len(df.columns)} columns, full precision) is {source or f'tables/{name}.csv'}"
+    numeric = [c for c in shown.columns
+               if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
     return (shown.style.hide(axis="index").set_caption(caption)
-            .set_table_styles([{"selector": "td, th", "props": "padding: 2px 8px;"}, {"selector": "th", "props": "white-space: nowrap;"},
+            .set_table_styles([{"selector": "td, th", "props": "padding: 2px 8px;"},
+                               {"selector": "th", "props": "white-space: nowrap;"},
                                {"selector": "caption", "props": "caption-side: bottom; text-align: left; "
                                                                "font-size: 0.85em; color: #555;"}])
             .set_properties(subset=numeric, **{"text-align": "right"})
-            .map(lambda x: "min-width: 16em; max-width: 30em; text-align: left;" if len(str(x)) > 40 else "white-space: nowrap;"))
+            # long text (a reason, a note) wraps; names and numbers stay on one line
+            .map(lambda x: "min-width: 16em; max-width: 30em; text-align: left;" if len(str(x)) > 40
+                 else "white-space: nowrap;"))
+
+
+def view_records(records: list[dict], key: list[str], query: str | None = None):
+    """``view`` of ``summary.json``'s records (every inferential result): one row per test, the full records being
+    in ``summary.json``."""
+    return view({"records": pd.DataFrame(records)}, "records", key, query=query, source=summary_path(".").name)
 
 
 def files_line(files, run_dir) -> str:
-    """What an analysis wrote, in one line: ``28 files in outputs/demo: results.md, summary.json, 18 tables, …``."""
-    from pathlib import Path
-
-    from .paths import resolve
-
+    """What an analysis wrote, in one line: ``28 files written in …/outputs/demo: results.md, summary.json, 8 in
+    figures/, 18 in tables/``."""
     run = resolve(run_dir)
     rel = sorted(str(Path(f).relative_to(run)) if Path(f).is_relative_to(run) else str(f) for f in files)
-    top = [r for r in rel if "/" not in r]
-    groups: dict[str, int] = {}
-    for r in rel:
-        if "/" in r:
-            groups[r.split("/")[0]] = groups.get(r.split("/")[0], 0) + 1
-    parts = top + [f"{n} in {d}/" for d, n in groups.items()]
+    folders = Counter(r.split("/")[0] for r in rel if "/" in r)
+    parts = [r for r in rel if "/" not in r] + [f"{n} in {d}/" for d, n in folders.items()]
     return f"{len(rel)} files written in {run}: {', '.join(parts)}"

@@ -28,12 +28,13 @@ def fmt_p(p) -> str:
     return "p = " + f"{p:.3f}".lstrip("0")
 
 
-def fmt_num(x, digits: int = 2) -> str:
-    """A number for prose: fixed digits (scientific only from 10,000 up), never ``-0.00``."""
+def fmt_num(x, digits: int = 2, sig: int = 2) -> str:
+    """A number for prose: fixed digits (scientific, with ``sig`` significant digits, only from 10,000 up), never
+    ``-0.00``."""
     if not _finite(x):
         return "n/a"
     if abs(x) >= 1e4:
-        return f"{x:.2g}"
+        return f"{x:.{sig}g}"
     out = f"{x:.{digits}f}"
     return out[1:] if out.startswith("-") and float(out) == 0 else out
 

@@ -5,13 +5,13 @@ The profile shares ``summary.json`` with the study whose run it reads, so its pa
 """
 from __future__ import annotations
 
-from ...results import ALPHA, fmt_ci, fmt_num, fmt_p, paragraph
+from ...results import ALPHA, fmt_ci, fmt_num, fmt_p, headline_records, paragraph
 
 TOP_SHOWN = 3  # cues named in the discovery line
 
 
 def _records(summary: dict, test: str) -> list[dict]:
-    return [r for r in summary.get("records", []) if r.get("test") == test]
+    return headline_records(summary, lambda r: r.get("test") == test)
 
 
 def results_text(summary: dict) -> str:
