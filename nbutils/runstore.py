@@ -386,9 +386,14 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
 
 
 def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec) -> str | None:
-    """Whether a score table's derived columns (``choice``, ``margin``, ``correct``; a sentence's ``sum_logprob``)
-    agree with the log-probabilities they come from; a description of the first disagreement, or None."""
+    """Whether a score table's log-probabilities are finite and its derived columns (``choice``, ``margin``,
+    ``correct``; a sentence's ``sum_logprob``) agree with them; a description of the first problem, or None."""
+    ids = scores[spec.id_column].to_numpy() if spec.id_column in scores.columns else np.arange(len(scores))
     if "token_logprobs" in scores.columns and "sum_logprob" in scores.columns:
+        problem = _non_finite_problem(ids, [np.isfinite(np.asarray(t, dtype=np.float64)).all()
+                                            for t in scores["token_logprobs"]])
+        if problem:
+            return problem
         sums = np.array([float(np.sum(t)) for t in scores["token_logprobs"]])
         bad = ~np.isclose(sums, scores["sum_logprob"].to_numpy(float), rtol=0, atol=1e-6)
         return f"sum_logprob disagrees with token_logprobs on {int(bad.sum())} row(s)" if bad.any() else None
@@ -399,8 +404,12 @@ def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec)
         return "has no 'choice' or 'margin' column"
     rows = data.set_index(spec.id_column).loc[scores[spec.id_column]].reset_index()
     items = spec.choice_items(rows)
-    choice, margin = decisions(scores[lp_cols].to_numpy(float), options_per_row(items.options, len(rows)))
-    ids = scores[spec.id_column].to_numpy()
+    per = options_per_row(items.options, len(rows))
+    raw = scores[lp_cols].to_numpy(float)
+    problem = _non_finite_problem(ids, [np.isfinite(raw[r, : len(opts)]).all() for r, opts in enumerate(per)])
+    if problem:  # a row's own options only: with per-row option sets the columns past a row's options are blank
+        return problem
+    choice, margin = decisions(raw, per)
     wrong = np.asarray(choice, dtype=object) != scores["choice"].to_numpy(dtype=object)
     if wrong.any():
         return f"its 'choice' is not the option with the highest log-prob on {int(wrong.sum())} row(s) (first: {ids[wrong][0]!r})"
@@ -415,6 +424,14 @@ def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec)
         if wrong.any():
             return f"its 'correct' disagrees with its choice and the gold answer on {int(wrong.sum())} row(s)"
     return None
+
+
+def _non_finite_problem(ids, finite_per_row) -> str | None:
+    bad = ~np.asarray(finite_per_row, dtype=bool)
+    if not bad.any():
+        return None
+    return (f"its log-probabilities are NaN or inf on {int(bad.sum())} row(s) (first: {ids[bad][0]!r}); score that "
+            "model again in a precision whose range its activations fit (dtype: bfloat16 or float32)")
 
 
 def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd.DataFrame:

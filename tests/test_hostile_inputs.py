@@ -368,6 +368,8 @@ def test_an_edited_score_file_is_excluded_with_its_name(scored, tmp_path, edit, 
                         logp_no=d["logp_no"].where(d["choice"] == "No", 0.0)), r"'choice' is not the option with the highest"),
     (lambda d: d.assign(margin=d["margin"] + 0.5), r"'margin' disagrees with its log-probs"),
     (lambda d: d.drop(columns="correct"), r"has no 'correct' column"),
+    (lambda d: d.assign(logp_no=d["logp_no"].where(d.index != 3, float("nan"))),  # a float16 overflow, say
+     r"its log-probabilities are NaN or inf on 1 row\(s\) \(first: '.+'\); score that model again"),
 ])
 def test_an_older_score_file_is_checked_by_its_rows(scored, tmp_path, edit, note):
     """A file whose sidecar has no sha256 (written before sidecars recorded one) is checked row by row."""

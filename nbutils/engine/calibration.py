@@ -70,12 +70,14 @@ class Calibration:
     margin: float
     seconds: float
     float32_tail_tokens: int = 0
+    non_finite: int = 0  # sample prompts whose fast-path log-probs were NaN or inf (always re-scored, not in errors)
 
     def as_meta(self) -> dict:
         """The sidecar block: sample size, observed errors (max, p50), factor and margin used."""
-        e = np.array(self.errors)
+        e = np.array(self.errors or [0.0])
         return {"calibration_size": self.size, "calibration_error_max": float(e.max()),
-                "calibration_error_p50": float(np.median(e)), "calibration_safety_factor": self.safety_factor,
+                "calibration_error_p50": float(np.median(e)), "calibration_non_finite": self.non_finite,
+                "calibration_safety_factor": self.safety_factor,
                 "rescore_margin_used": self.margin, "calibration_seconds": round(self.seconds, 3),
                 "float32_tail_tokens": self.float32_tail_tokens,
                 "calibration_rule": "margin = safety factor × max |Δ(pairwise option log-prob difference)| "
@@ -98,6 +100,8 @@ def calibrate(model, reference, req: Requests, batches: list[list[int]], size: i
         exact = score_batch(reference, req, batch)
         errors += [pairwise_error(a, b) for a, b in zip(low, exact)]
         results.append(BatchResult(batch, exact, [True] * len(batch), low))
-    cal = Calibration(len(errors), errors, safety_factor, calibrated_margin(errors, safety_factor),
-                      time.perf_counter() - t0, tail)
+    finite = [e for e in errors if np.isfinite(e)]  # an overflowed fast path has no error to measure: the run
+    # re-scores such prompts in float32 whatever the margin (choices.score_batches)
+    cal = Calibration(len(errors), finite, safety_factor, calibrated_margin(finite, safety_factor),
+                      time.perf_counter() - t0, tail, len(errors) - len(finite))
     return cal, results

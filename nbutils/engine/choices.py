@@ -253,9 +253,10 @@ def score_batch(model: torch.nn.Module, req: Requests, batch: list[int], referen
 
 
 def top_two_margin(lp: np.ndarray) -> float:
-    """Log-prob of the best option minus the runner-up (≥ 0): how close the decision was."""
+    """Log-prob of the best option minus the runner-up (≥ 0): how close the decision was; NaN when a log-prob is
+    NaN or inf (no decision can be read off them)."""
     s = np.sort(lp)
-    return float(s[-1] - s[-2])
+    return float(s[-1] - s[-2]) if np.isfinite(s).all() else float("nan")
 
 
 @dataclass
@@ -280,7 +281,7 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
                   on_result: Callable[[BatchResult], None] | None = None, progress=True,
                   tail: int = 0) -> list[BatchResult]:
     """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
-    ``rescore_margin``, and with ``tail`` > 0 compute each prompt's last ``tail`` tokens in the reference's float32
+    ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last ``tail`` tokens in the reference's float32
     (split precision). ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
     from tqdm.auto import tqdm
 
@@ -292,7 +293,7 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
         low = None
         if reference is not None and rescore_margin > 0:
             low = [a.copy() for a in lp]
-            close = [k for k in range(len(batch)) if top_two_margin(lp[k]) < rescore_margin]
+            close = [k for k in range(len(batch)) if not top_two_margin(lp[k]) >= rescore_margin]  # NaN too
             if close:
                 again = score_batch(reference, req, [batch[k] for k in close])
                 for k, a in zip(close, again):
@@ -459,6 +460,9 @@ class ChoiceScorer:
         m = cal.as_meta()
         print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
               f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
+        if cal.non_finite:
+            print(f"rescore_margin: {cal.non_finite} of the {cal.size} prompts gave NaN or inf log-probabilities on the "
+                  "fast path (its activations overflow); every such prompt is re-scored in float32")
         for res in results:
             record(res.records())
         return m

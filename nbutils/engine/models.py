@@ -254,6 +254,26 @@ def quantization_details(net: torch.nn.Module, quantization: str, qconf) -> dict
     return out
 
 
+FLOAT16_MAX = 65504.0  # the largest finite float16
+
+
+def non_finite_message(dtype: str, quantization: str, n_bad: int, n: int, first) -> str:
+    """The error for log-probabilities that came out NaN or inf: the setting to change first (``dtype`` or
+    ``quantization``), what happened in ``n_bad`` of ``n`` rows (``first``: the first such row's id), and the fix."""
+    rows = f"{n_bad} of {n} rows scored here (first: {first!r}) have log-probabilities that are NaN or inf"
+    if quantization == "8bit":
+        return (f"quantization: 8bit: {rows}: LLM.int8 casts each layer's input to float16, and this model's "
+                f"activations overflow float16's range (±{FLOAT16_MAX:,.0f}). Use quantization: 4bit (bf16 compute) "
+                "or none. Nothing non-finite was written")
+    if dtype == "float16":
+        return (f"dtype: float16: {rows}: this model's activations overflow float16's range (±{FLOAT16_MAX:,.0f}). "
+                "Use dtype: bfloat16 (the same memory and float32's range; GPUs before Ampere, such as Colab's T4, "
+                "run it slower) or float32. Nothing non-finite was written")
+    return (f"dtype: {dtype}: {rows} even at this precision, so the model itself computes them (broken weights "
+            "or config); check the model folder, and that it scores finite numbers in float32. Nothing non-finite "
+            "was written")
+
+
 def choose_quantization(n_params: int, free_bytes: int, dtype: str = "bfloat16") -> tuple[str, str]:
     """The most exact precision whose weights fit ``free_bytes`` with ``ACTIVATION_ROOM`` left for activations:
     ``none`` (``dtype``), else ``8bit``, else ``4bit`` (NF4); ValueError naming the estimate when none fits."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import artifacts, runstore
@@ -131,6 +132,12 @@ def _say_limited(limit: int | None, files: runstore.ScoreFiles) -> None:
         print(note, flush=True)
 
 
+def non_finite_rows(records: dict) -> list[int]:
+    """The rows (sorted) of a batch's records holding a number that is NaN or ±inf (any scorer's record values)."""
+    return sorted(i for i, rec in records.items()
+                  if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in rec.values()))
+
+
 class _Checkpoints:
     """Collects a run's records as batches finish; every ``every`` batches writes the checkpoint, and at most every
     two seconds the progress file the sweep reads."""
@@ -145,6 +152,12 @@ class _Checkpoints:
         return self.elapsed_before + time.perf_counter() - self.t0
 
     def record(self, records: dict) -> None:
+        bad = non_finite_rows(records)
+        if bad:  # refused before it reaches a checkpoint or a score file
+            from .models import non_finite_message
+
+            raise ValueError(non_finite_message(self.meta.get("dtype"), self.meta.get("quantization", "none"),
+                                                len(bad), len(records), self.ids[bad[0]]))
         self.done.update(records)
         now = time.perf_counter()
         if now - self.shown >= 2.0:
