@@ -32,6 +32,46 @@ def test_gpu_scale_script_builds_the_real_architecture_and_reports_speed(tmp_pat
     assert row["prompts_per_s"] > 0 and row["tokens_per_s"] > 600 * row["prompts_per_s"]
     assert "CUDA" in report["precisions"]["4bit"]["skipped"]
     assert report["versions"]["torch"] == __import__("torch").__version__
+    assert row["projected_minutes_for_38000_prompts"] == pytest.approx(38000 / row["prompts_per_s"] / 60, rel=0.05)
+    assert report["model"]["n_parameters"] > row["non_embedding_parameters"]
+
+
+# a real architecture's layer shrunk to seconds on a CPU (the scripts' own --override and --layers)
+SMALL = ["--device", "cpu", "--layers", "1", "--override", "hidden_size=64", "--override", "intermediate_size=128",
+         "--override", "num_attention_heads=4", "--override", "num_key_value_heads=4"]
+
+
+@pytest.mark.notebooks  # four precisions of a shrunken OLMo 2 layer, 8 prompts each twice (~20 s)
+def test_gpu_checks_script_compares_precisions_and_batching(tmp_path):
+    out = tmp_path / "checks.json"
+    proc = _run("gpu_checks.py", *SMALL, "--config", "benchmarks/configs/olmo2-7b.json", "--n", "8", "--batched", "4",
+                "--precisions", "float32,bfloat16,float16,4bit", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["model"]["model_type"] == "olmo2" and report["n_prompts"] == 8
+    lengths = report["precisions"]["float32"]["prompt_tokens_min_max"]
+    assert lengths[1] > 2 * lengths[0], "mixed lengths, so the batched run pads"
+    inv = report["batching_within_precision_noise"]
+    assert inv["float32"]["batching_max_abs_dmargin"] < 1e-4 and inv["float32"]["within"]
+    agree = report["agreement"]
+    assert set(agree) == {"bfloat16_vs_float32", "float16_vs_bfloat16", "4bit_vs_bfloat16", "float16_vs_float32"}
+    assert 0 < agree["bfloat16_vs_float32"]["max_abs_dmargin"] < 0.1, "bf16 moves margins, a little"
+    assert agree["4bit_vs_bfloat16"]["max_abs_dmargin"] > agree["bfloat16_vs_float32"]["median_abs_dmargin"]
+    assert report["float16"]["non_finite_prompts"] == 0 and report["float16"]["within_bfloat16_error"]
+    assert report["precisions"]["4bit"]["quantization_details"]["quant_type"] == "nf4"
+
+
+@pytest.mark.notebooks  # three child processes, each loading a shrunken model (~30 s)
+def test_gpu_resume_script_kills_a_run_and_the_resumed_file_equals_an_uninterrupted_one(tmp_path):
+    out = tmp_path / "resume.json"
+    proc = _run("gpu_resume.py", *SMALL, "--n", "120", "--precision", "float32", "--checkpoint-every", "2",
+                "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    killed_at = report["rows_in_checkpoint_at_kill"]
+    assert 30 <= killed_at < report["n_prompts"] == 120
+    assert report["resumed"]["resumed_rows"] == killed_at and report["uninterrupted"]["resumed_rows"] == 0
+    assert report["identical"] and report["sha256"]["killed"] == report["sha256"]["whole"]
 
 
 @pytest.mark.notebooks  # the real embedded model through the speed benchmark (~20 s)

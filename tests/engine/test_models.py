@@ -65,3 +65,56 @@ def test_quantized_model_scores_on_gpu(tiny_model_dir, tiny_tokenizer, q):
     texts = generate_prompts(["more than 1/2"], prompts_per_concept=2, n_examples=4)["text"].tolist()
     lp = answer_logprobs(lm.model, build_requests(lm.tokenizer, texts))
     assert lp.shape == (4, 2) and torch.isfinite(torch.tensor(lp)).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("q", ["8bit", "4bit"])
+def test_a_quantized_run_on_the_gpu_keeps_every_weight_on_the_card_and_records_what_was_loaded(tmp_path, tiny_run,
+                                                                                                tiny_model_dir, q):
+    from nbutils import artifacts, paths, studies
+    from nbutils.engine.run import score_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("prompts.parquet", "prompts.json"):
+        (run / name).write_bytes((tiny_run / name).read_bytes())
+    lm = models.load_model(str(tiny_model_dir), quantization=q, device="cuda")
+    assert {p.device.type for p in lm.model.parameters()} == {"cuda"}, "no module left on the CPU or disk"
+    df, meta = score_run(run, lm, studies.get("monotonicity").spec, progress=False)
+    side = artifacts.read_json(paths.sidecar(paths.score_file(run, runstore_slug(lm))))
+    details = side["quantization_details"]
+    assert meta["complete"] and side["quantization"] == q and details["quantized_linear_layers"] > 0
+    assert details["bitsandbytes"] and all(str(v).startswith("cuda") or str(v).isdigit() for v in details["device_map"].values())
+    if q == "4bit":
+        assert (details["quant_type"], details["compute_dtype"], details["double_quant"]) == ("nf4", "bfloat16", True)
+    else:
+        assert details["quant_type"] == "llm.int8" and details["activations_cast_to"] == "float16"
+    assert torch.isfinite(torch.tensor(df[["logp_yes", "logp_no"]].to_numpy())).all()
+
+
+def runstore_slug(lm) -> str:
+    from nbutils import runstore
+
+    return runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"), lm.meta.get("dtype_requested"))
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype, bound", [("float32", 1e-4), ("bfloat16", None)])
+def test_batched_with_left_padding_equals_one_by_one_on_the_gpu(tiny_model_dir, dtype, bound):
+    """Mixed lengths, left-padded in batches of 5, against one prompt per batch; bf16's bound is its own error
+    against float32 on the same prompts (batching may not move scores more than the precision already does)."""
+    import numpy as np
+
+    from nbutils.engine.choices import answer_logprobs, build_requests
+    from nbutils.studies.monotonicity.dataset import generate_prompts
+
+    texts = [t for k in (2, 4, 8) for t in generate_prompts(["more than 1/2"], prompts_per_concept=4, n_examples=k,
+                                                            seed=k)["text"]]
+    lm = models.load_model(str(tiny_model_dir), device="cuda", dtype=dtype, rescore_margin=0)
+    req = build_requests(lm.tokenizer, texts)
+    assert len({len(p) for p in req.prompt_ids}) > 3, "mixed lengths, so batches are padded"
+    one, batched = answer_logprobs(lm.model, req, 1), answer_logprobs(lm.model, req, 5)
+    if bound is None:
+        exact = answer_logprobs(models.load_model(str(tiny_model_dir), device="cuda", dtype="float32").model, req, 1)
+        bound = max(np.abs(one - exact).max(), 1e-3)
+    assert np.abs(one - batched).max() <= bound

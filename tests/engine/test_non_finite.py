@@ -37,12 +37,14 @@ def _run(tmp_path, tiny_run):
     return run
 
 
-def test_float16_overflow_is_refused_naming_dtype_and_nothing_is_written(tmp_path, tiny_run, overflowing_dir):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+def test_float16_overflow_is_refused_naming_dtype_and_nothing_is_written(tmp_path, tiny_run, overflowing_dir, device):
     run = _run(tmp_path, tiny_run)
-    exact, meta = scoring.score_run(run, load_model(str(overflowing_dir), device="cpu", dtype="float32"), SPEC,
+    exact, meta = scoring.score_run(run, load_model(str(overflowing_dir), device=device, dtype="float32"), SPEC,
                                     limit=8, progress=False)
     assert meta["complete"] and np.isfinite(exact[["logp_yes", "logp_no"]].to_numpy()).all(), "float32 holds it"
-    lm = load_model(str(overflowing_dir), device="cpu", dtype="float16", rescore_margin=0)
+    lm = load_model(str(overflowing_dir), device=device, dtype="float16", rescore_margin=0)
     with pytest.raises(ValueError, match=r"^dtype: float16: \d+ of \d+ rows scored here \(first: '.+'\) have "
                                          r"log-probabilities that are NaN or inf: .*overflow float16's range.*"
                                          r"Use dtype: bfloat16"):
