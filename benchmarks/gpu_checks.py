@@ -104,7 +104,7 @@ def agreement(low: np.ndarray, ref: np.ndarray) -> dict:
     return out
 
 
-def run_precision(folder: Path, precision: str, device: str, texts: list[str], batched) -> dict:
+def run_precision(folder: Path, precision: str, device: str, texts: list[str], batched) -> tuple[dict, dict]:
     """Score the prompts one per batch and batched; the scores, times and what the load recorded."""
     t = time.perf_counter()
     lm = load_precision(folder, precision, device)

@@ -24,9 +24,6 @@ from pathlib import Path
 
 from gpu_scale import add_model_arguments, build_from_args
 
-HERE = Path(__file__).resolve().parent
-
-
 def make_run(run: Path, n: int) -> int:
     """A monotonicity run directory with at least ``n`` prompts (both concepts, both conditions); its row count."""
     from nbutils import artifacts
@@ -141,5 +138,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(HERE))
     main()

@@ -388,13 +388,12 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
 def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec) -> str | None:
     """Whether a score table's log-probabilities are finite and its derived columns (``choice``, ``margin``,
     ``correct``; a sentence's ``sum_logprob``) agree with them; a description of the first problem, or None."""
-    ids = scores[spec.id_column].to_numpy() if spec.id_column in scores.columns else np.arange(len(scores))
+    ids = scores[spec.id_column].to_numpy()  # load_scores checked the column
     if "token_logprobs" in scores.columns and "sum_logprob" in scores.columns:
-        problem = _non_finite_problem(ids, [np.isfinite(np.asarray(t, dtype=np.float64)).all()
-                                            for t in scores["token_logprobs"]])
+        sums = np.array([float(np.sum(t)) for t in scores["token_logprobs"]])
+        problem = _non_finite_problem(ids, np.isfinite(sums))  # a sum is NaN or inf exactly when a term is
         if problem:
             return problem
-        sums = np.array([float(np.sum(t)) for t in scores["token_logprobs"]])
         bad = ~np.isclose(sums, scores["sum_logprob"].to_numpy(float), rtol=0, atol=1e-6)
         return f"sum_logprob disagrees with token_logprobs on {int(bad.sum())} row(s)" if bad.any() else None
     lp_cols = [c for c in scores.columns if c.startswith("logp_")]

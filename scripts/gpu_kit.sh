@@ -15,11 +15,6 @@ for tag in manylinux_2_24_x86_64 manylinux_2_28_x86_64 manylinux_2_27_x86_64 man
            manylinux1_x86_64; do platforms+=(--platform "$tag"); done
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
   "${platforms[@]}" -d .whl "bitsandbytes==$BNB"
-HF_HUB_OFFLINE=1 .venv/bin/python - <<'PY'
-from nbutils.engine.models import DEFAULT_MODEL, embedded_gguf
-from transformers import AutoTokenizer
-
-folder, gguf_file = embedded_gguf(DEFAULT_MODEL)
-AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file).save_pretrained(".whl/tokenizer")
-PY
+HF_HUB_OFFLINE=1 PYTHONPATH=benchmarks .venv/bin/python -c \
+  'from gpu_scale import load_tokenizer; load_tokenizer(None).save_pretrained(".whl/tokenizer")' 
 echo "gpu kit: $(ls .whl/*.whl | xargs -n1 basename | tr '\n' ' ')and .whl/tokenizer/ ($(du -sh .whl | cut -f1) in all)"

@@ -281,8 +281,8 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
                   on_result: Callable[[BatchResult], None] | None = None, progress=True,
                   tail: int = 0) -> list[BatchResult]:
     """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
-    ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last ``tail`` tokens in the reference's float32
-    (split precision). ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
+    ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last
+    ``tail`` tokens in the reference's float32 (split precision). ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
     from tqdm.auto import tqdm
 
     results = []

@@ -81,7 +81,8 @@ def test_a_quantized_run_on_the_gpu_keeps_every_weight_on_the_card_and_records_w
     lm = models.load_model(str(tiny_model_dir), quantization=q, device="cuda")
     assert {p.device.type for p in lm.model.parameters()} == {"cuda"}, "no module left on the CPU or disk"
     df, meta = score_run(run, lm, studies.get("monotonicity").spec, progress=False)
-    side = artifacts.read_json(paths.sidecar(paths.score_file(run, runstore_slug(lm))))
+    [sidecar] = paths.score_sidecars(run)
+    side = artifacts.read_json(sidecar)
     details = side["quantization_details"]
     assert meta["complete"] and side["quantization"] == q and details["quantized_linear_layers"] > 0
     assert details["bitsandbytes"] and all(str(v).startswith("cuda") or str(v).isdigit() for v in details["device_map"].values())
@@ -90,12 +91,6 @@ def test_a_quantized_run_on_the_gpu_keeps_every_weight_on_the_card_and_records_w
     else:
         assert details["quant_type"] == "llm.int8" and details["activations_cast_to"] == "float16"
     assert torch.isfinite(torch.tensor(df[["logp_yes", "logp_no"]].to_numpy())).all()
-
-
-def runstore_slug(lm) -> str:
-    from nbutils import runstore
-
-    return runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"), lm.meta.get("dtype_requested"))
 
 
 @needs_cuda
