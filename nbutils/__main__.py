@@ -11,17 +11,13 @@ import argparse
 import sys
 
 
-def _value(text: str, name: str = "-p"):
-    """A -p value as YAML (numbers, booleans, null, lists), else the plain string; a mapping that gives a key twice
-    is an error."""
-    from .artifacts import DuplicateKeyError, read_yaml
+def _cli_params(notebook: str, pairs: list) -> dict:
+    """The -p values typed as the notebook declares them (``nbutils.parameters.from_cli``): a ``str`` parameter keeps
+    the text as typed, any other is read as YAML."""
+    from . import parameters, paths
 
-    try:
-        return read_yaml(text, f"-p {name}")
-    except DuplicateKeyError:
-        raise
-    except ValueError:
-        return text
+    types = parameters.declared(notebook) if paths.resolve(notebook).is_file() else {}
+    return {k: parameters.from_cli(v, k, types.get(k, (None,))[0]) for k, v in pairs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             from .sweep import load_yaml, run_notebook
 
             params = load_yaml(args.param_file, None, "-f") if args.param_file else {}
-            params.update({k: _value(v, k) for k, v in args.params})
+            params.update(_cli_params(args.notebook, args.params))
             out = run_notebook(args.notebook, args.output, params, args.kernel)
             print(f"executed → {out}")
             return 0

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import paths
+from . import paths, runlock
 
 TRACKED_PACKAGES = ("llm-bias-probes", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
                     "pandas", "pyarrow", "scipy", "statsmodels", "seaborn", "papermill")
@@ -92,11 +92,20 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+class DiskFullError(OSError):
+    """The disk filled up while a file was written (the file it would have replaced is untouched)."""
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temp file beside ``path``, fsync, then rename over ``path``."""
+    """Call ``write(tmp)`` on a temp file beside ``path``, fsync, then rename over ``path``. The rename replaces a
+    symbolic link at ``path`` instead of writing through it. A full disk is a ``DiskFullError`` naming the file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise_if_full(err, path)
+        raise
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -105,9 +114,27 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        raise_if_full(err, path)
+        raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def raise_if_full(err: OSError, path: Path) -> None:
+    """A full disk (ENOSPC, or a quota: EDQUOT) said with the file and the space left where it was written."""
+    import errno
+    import shutil
+
+    if err.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free there now"
+    except OSError:
+        free = "free space unknown"
+    raise DiskFullError(err.errno, f"no space left on the device while writing {path} ({free}); the file it would "
+                        "replace is unchanged: free some space, or choose a run_dir on another disk, and run again") from None
 
 
 def _umask() -> int:
@@ -189,10 +216,14 @@ def write_dataset(df: pd.DataFrame, path: str | Path, meta: dict, overwrite: boo
     repair that gives other bytes), the scores made from the old dataset are moved to ``scores/.stale/<time>/``
     so that no analysis can join them to the new rows.
     """
-    from . import paths
-
     path = Path(path)
+    with runlock.hold(path.parent, "writing its dataset"):
+        return _write_dataset(df, path, meta, overwrite)
+
+
+def _write_dataset(df: pd.DataFrame, path: Path, meta: dict, overwrite: bool) -> dict:
     sidecar = path.with_suffix(".json")
+    paths.check_inside(path.parent, path, "run_dir")
     old = read_json(sidecar) if sidecar.exists() else {}
     if path.exists():
         same_params = old.get("parameters") == meta.get("parameters")
@@ -279,9 +310,16 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     ``latex``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
     stay in ``a.tables`` for the reader but are not written), each of ``figures`` (name → matplotlib figure) as PNG
     and PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
+    with runlock.hold(run_dir, "writing its analysis"):
+        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format)
+
+
+def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str) -> list[Path]:
     import matplotlib.pyplot as plt
 
     tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    for folder in (tdir, fdir):
+        paths.check_inside(run_dir, folder / "x", "run_dir")
     files = []
     for name, t in a.tables.items():
         if name not in skip:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runstore
+from . import artifacts, paths, runlock, runstore
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 ALIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # SLURM states
@@ -107,6 +107,20 @@ def check_executor(name, source: str) -> str:
     return name
 
 
+def check_host(name: str, source: str) -> None:
+    """``executor: slurm`` needs SLURM's commands on this host (submitit calls ``sbatch`` and ``srun``); without them
+    a ValueError names ``executor`` and the executors that run here, before anything is generated."""
+    import shutil
+
+    if name != "slurm":
+        return
+    missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+    if missing:
+        raise ValueError(f"executor: {source}: slurm needs a SLURM cluster, and this host has no {' or '.join(missing)} "
+                         "on its PATH; run the sweep on the cluster's login node, or choose executor: submitit-local "
+                         "(the same jobs on this machine) or local (one model after the other here)")
+
+
 def make_executor(kind: str, folder: Path, cluster: dict):
     """A submitit executor for ``kind`` with the ``cluster:`` block's settings (nothing is submitted)."""
     time_min = cluster.get("time_min", DEFAULT_TIME_MIN)
@@ -143,8 +157,11 @@ class ScoreJob(submitit.helpers.Checkpointable):
     """One (model, shard): the score notebook through papermill. Checkpointable: when SLURM preempts the job or its
     time runs out, submitit requeues the same call, and the engine resumes from its checkpoint."""
 
-    def __call__(self, root: str, notebook: str, output: str, params: dict, kernel: str | None = None) -> str:
+    def __call__(self, root: str, notebook: str, output: str, params: dict, kernel: str | None = None,
+                 lock_tokens: str = "") -> str:
         os.environ["NBUTILS_ROOT"] = root
+        if lock_tokens:  # the sweep that submitted this job holds the run's lock: its notebooks write under it
+            os.environ[runlock.TOKENS_ENV] = lock_tokens
         os.chdir(root)
         from .sweep import error_line, execute
 
@@ -274,7 +291,8 @@ class ClusterScoring:
             with ex.batch():
                 pending = [ex.submit(ScoreJob(), root, self.notebook,
                                      str(paths.executed_notebook(self.run, self.notebook, t.name)),
-                                     t.job_params(self.run, self.study), self.kernel) for t in tasks]
+                                     t.job_params(self.run, self.study), self.kernel,
+                                     os.environ.get(runlock.TOKENS_ENV, "")) for t in tasks]
             new = list(pending)
         self.jobs = [j for j, _ in attached] + new
         self.tasks = [t for _, t in attached] + tasks

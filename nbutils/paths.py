@@ -131,7 +131,9 @@ def scores_dir(run_dir) -> Path:
 
 
 def score_stem(slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> str:
-    """File stem of one scoring run: full runs are ``{slug}``; limited runs and shards are marked in the name."""
+    """File stem of one scoring run: full runs are ``{slug}``; limited runs and shards are marked in the name. The slug
+    must be a plain name (``check_plain_name``)."""
+    check_plain_name(slug, "slug")
     name = slug if limit is None else f"{slug}.limit-{limit}"
     return name if num_shards == 1 else f"{name}.shard-{shard_index}-of-{num_shards}"
 
@@ -219,6 +221,8 @@ def notebooks_dir(run_dir) -> Path:
 def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
     """Executed copy of ``notebook`` in a run (one per model for the score step)."""
     stem = Path(notebook).stem
+    if slug is not None:
+        check_plain_name(slug, "slug")
     return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
 
 
@@ -235,3 +239,51 @@ def logs_dir(run_dir) -> Path:
 def lock_path(run_dir) -> Path:
     """The advisory lock file of a run directory."""
     return resolve(run_dir) / ".lock"
+
+
+def check_run_dir(run_dir) -> Path:
+    """``run_dir`` resolved, once it is a non-empty path naming a folder of its own: not the project root or a folder
+    above it (the run's files would land among the sources). A ValueError naming ``run_dir`` says where it resolves."""
+    if isinstance(run_dir, Path):
+        text = str(run_dir)
+    elif isinstance(run_dir, str):
+        text = run_dir
+    else:
+        raise ValueError(f"run_dir: must be a path (a string), got {type(run_dir).__name__} {run_dir!r}; quote it "
+                         "(-p run_dir 'outputs/my run')")
+    if not text.strip():
+        raise ValueError(f"run_dir: must be a non-empty path; an empty one would resolve to the project root {root()}; "
+                         "name a folder such as outputs/my_run")
+    run = resolve(text)
+    here = root().resolve()
+    if run.resolve() == here or run.resolve() in here.parents:
+        raise ValueError(f"run_dir: {text!r} resolves to {run.resolve()}, the project root or a folder above it; name a "
+                         "folder of its own such as outputs/my_run")
+    return run
+
+
+def check_plain_name(name, what: str) -> str:
+    """``name`` if it can be a file name as it is: a non-empty string without a path separator, not ``.`` or ``..``
+    (so it cannot point outside the folder it is written into); else a ValueError naming ``what``."""
+    if (not isinstance(name, str) or not name.strip() or name in (".", "..") or "/" in name or "\\" in name
+            or "\0" in name or Path(name).is_absolute()):
+        raise ValueError(f"{what}: must be a plain file name (no '/', '\\', '..' or absolute path), got {name!r}")
+    return name
+
+
+def check_inside(run_dir, path: str | Path, what: str) -> Path:
+    """``path`` if writing it stays inside ``run_dir``: it lies under the run directory and no folder between them is
+    a symbolic link (a link as the file itself is fine: atomic writes replace the link, never write through it)."""
+    run = resolve(run_dir).absolute()
+    p = Path(path).absolute()
+    try:
+        rel = p.parent.relative_to(run)
+    except ValueError:
+        raise ValueError(f"{what}: {p} is outside the run directory {run}") from None
+    folder = run
+    for part in rel.parts:
+        folder = folder / part
+        if part == ".." or folder.is_symlink():
+            raise ValueError(f"{what}: {folder} is a symbolic link (or '..') inside the run directory {run}; nothing is "
+                             "written through a link: remove it")
+    return p

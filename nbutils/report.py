@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
-from . import artifacts, paths, studies
+from . import artifacts, paths, runlock, studies
 
 RESULTS_HEADING = "## Results in words"
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
@@ -42,7 +42,8 @@ def write_report(run_dir, study: str | None = None) -> Path:
             cells += _read(extra, nb, run).cells
     html = _to_html(cells, f"{record.name} · {run.name}")
     out = paths.report_path(run)
-    artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
+    with runlock.hold(run, "writing its report"):
+        artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
 
 

@@ -15,13 +15,14 @@ File names come from ``paths``; writes are atomic (``artifacts``).
 """
 from __future__ import annotations
 
+import re
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths, precision
+from . import artifacts, paths, precision, runlock
 from .artifacts import OverwriteError
 from .spec import DatasetSpec, decisions, options_per_row
 
@@ -261,11 +262,29 @@ def rates(df: pd.DataFrame, elapsed: float) -> dict:
 
 
 def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool = False) -> tuple[pd.DataFrame, dict]:
-    """Join all shards of one model into the file an unsharded run writes (rows in dataset order)."""
+    """Join all shards of one model into the file an unsharded run writes (rows in dataset order), holding the run's
+    lock."""
+    paths.check_plain_name(slug, "slug")
+    with runlock.hold(run_dir, "merging shards into it"):
+        return _merge_shards(run_dir, slug, limit, overwrite)
+
+
+def _missing_shards(run_dir, slug: str, limit: int | None) -> str:
+    """The error when a model has no shards of this name: which shard files the run does hold, and how to name them."""
+    want = f"{paths.score_stem(slug, limit)}.shard-*-of-*.json"
+    there = sorted(p.name for p in paths.scores_dir(run_dir).glob("*.shard-*-of-*.json"))
+    mine = [n for n in there if n.startswith(f"{slug}.")]
+    limits = sorted({int(m.group(1)) for n in mine if (m := re.match(rf"{re.escape(slug)}\.limit-(\d+)\.", n))})
+    hint = ("; these are shards of a limited run: pass --limit " + " or --limit ".join(map(str, limits))
+            if limits and limit is None else "")
+    held = f"; the run holds {', '.join(there[:8])}{' …' if len(there) > 8 else ''}" if there else "; it holds no shards"
+    return f"slug: no shards named {want} under {paths.scores_dir(run_dir)}{held}{hint}"
+
+
+def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tuple[pd.DataFrame, dict]:
     sidecars = paths.shard_sidecars(run_dir, slug, limit)
     if not sidecars:
-        raise ValueError(f"slug: no shards named {paths.score_stem(slug, limit)}.shard-*-of-*.json under "
-                         f"{paths.scores_dir(run_dir)}")
+        raise ValueError(_missing_shards(run_dir, slug, limit))
     metas = [artifacts.read_json(p) for p in sidecars]
     splits = sorted({m.get("num_shards") for m in metas}, key=str)
     if len(splits) > 1:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, paths, runstore, studies
+from . import artifacts, cluster, parameters, paths, runlock, runstore, studies
 from .report import write_report
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze", "executor", "cluster"} | set(studies.RUN_ANALYSES)
@@ -63,28 +63,44 @@ def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "pa
 
 def notebook_parameters(notebook: str) -> set[str]:
     """Names in the notebook's cell tagged ``parameters`` (what papermill can set)."""
-    import papermill as pm
-
-    return set(pm.inspect_notebook(str(paths.resolve(notebook))))
+    return set(parameters.declared(notebook))
 
 
 def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = ()) -> None:
     """Unknown names are an error naming the source and the notebook's parameters (``fixed`` ones are set by the
-    sweep itself and may not be given)."""
+    sweep itself and may not be given); each value is checked against the notebook's declared type and its range."""
     allowed = notebook_parameters(notebook) - set(fixed)
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"{source}: unknown parameter(s) {unknown} for {notebook}; allowed: {sorted(allowed)}")
+    parameters.check_values(notebook, params, source)
 
 
-def execute(notebook: str, output: Path, parameters: dict, kernel: str | None = None, progress: bool = False) -> None:
-    """Execute one notebook with papermill, writing the executed copy to ``output``."""
+def execute(notebook: str, output: Path, params: dict, kernel: str | None = None, progress: bool = False) -> None:
+    """Execute one notebook with papermill into a temporary file beside ``output``, renamed over ``output`` when it
+    ends (also when it failed, to show where): a symbolic link at ``output`` is replaced, never written through, and
+    inside the run directory no folder on the way may be a link."""
     import papermill as pm
 
+    output = Path(output)
+    run_dir = params.get("run_dir")
+    if isinstance(run_dir, str) and run_dir.strip() and output.absolute().is_relative_to(paths.resolve(run_dir).absolute()):
+        paths.check_inside(run_dir, output, "output notebook")
     output.parent.mkdir(parents=True, exist_ok=True)
-    with _stderr_to(paths.kernel_log(output)):
-        pm.execute_notebook(str(paths.resolve(notebook)), str(output), parameters=parameters, kernel_name=kernel,
-                            cwd=str(paths.root()), progress_bar=progress, log_output=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".running.ipynb", dir=output.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        with _stderr_to(paths.kernel_log(output)):
+            pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
+                                cwd=str(paths.root()), progress_bar=progress, log_output=False)
+    except OSError as err:
+        artifacts.raise_if_full(err, output)
+        raise
+    finally:
+        if tmp.exists() and tmp.stat().st_size:
+            os.replace(tmp, output)
+        tmp.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -93,10 +109,15 @@ def _stderr_to(log: Path):
     the kernel's own chatter (its transport warning at start, a traceback when it is stopped mid-cell) lands in the
     run's log instead of the terminal; a notebook's real error still comes back through papermill."""
     sys.stderr.flush()
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        raise ValueError(f"kernel log: cannot open {log} ({err.strerror}); a symbolic link there is not written "
+                         "through: remove it") from None
     saved = os.dup(2)
     try:
-        with open(log, "ab") as f:
-            os.dup2(f.fileno(), 2)
+        os.dup2(fd, 2)
+        os.close(fd)
         yield
     finally:
         sys.stderr.flush()
@@ -104,14 +125,38 @@ def _stderr_to(log: Path):
         os.close(saved)
 
 
-def run_notebook(notebook: str, output: str | None, parameters: dict, kernel: str | None = None) -> Path:
-    """One notebook, its parameters checked against its ``parameters`` cell before papermill starts it."""
+def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | None = None) -> Path:
+    """One notebook, its parameters checked against its ``parameters`` cell before papermill starts it, run under
+    the lock of the run directory it writes (its ``run_dir``, given or the notebook's default)."""
     nb = paths.resolve(notebook)
     if not nb.exists():
         raise ValueError(f"notebook: {nb} does not exist")
-    check_parameters(notebook, parameters, "-p")
-    out = paths.resolve(output) if output else paths.executed_notebook(parameters.get("run_dir", "outputs/adhoc"), notebook)
-    execute(notebook, out, parameters, kernel)
+    check_parameters(notebook, params, "-p")
+    declared = parameters.declared(notebook)
+    run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
+    out = check_output(output, nb) if output else paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    if run_dir is None:
+        execute(notebook, out, params, kernel)
+        return out
+    with runlock.hold(run_dir, f"running {notebook} on"):
+        execute(notebook, out, params, kernel)
+    return out
+
+
+def check_output(output: str, source: Path) -> Path:
+    """The output notebook of ``nbutils run``, once it is a new or executed notebook: an ``.ipynb`` file that is not
+    the source notebook, not a notebook of the checkout's ``notebooks/`` and not a data file of a run."""
+    out = paths.resolve(output)
+    if out.suffix != ".ipynb":
+        raise ValueError(f"output: {out} is not a notebook file (.ipynb); the executed copy never replaces a run's "
+                         "data, tables or figures: name a new .ipynb file, or leave OUTPUT out for "
+                         "{run_dir}/notebooks/<name>.ipynb")
+    if out.absolute() == source.absolute() or (out.exists() and out.resolve() == source.resolve()):
+        raise ValueError(f"output: {out} is the notebook being run; name another file (or leave OUTPUT out)")
+    sources = [paths.root() / "notebooks"] + [p for p in [paths.shipped_copy("notebooks")] if p is not None]
+    if any(out.resolve().is_relative_to(s.resolve()) for s in sources):
+        raise ValueError(f"output: {out} is under the suite's notebooks/ folder; executed copies belong in a run "
+                         "directory (leave OUTPUT out for {run_dir}/notebooks/<name>.ipynb)")
     return out
 
 
@@ -122,51 +167,28 @@ def error_line(err: BaseException) -> str:
     return f"{name}: {msg[-1] if msg else ''}"
 
 
-# ---------------------------------------------------------------- one sweep per run directory at a time
+# ---------------------------------------------------------------- one writer per run directory at a time
 
-class LockedError(RuntimeError):
-    """Another live process holds the run directory's lock."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+LockedError = runlock.LockedError
 
 
-@contextmanager
 def run_lock(run_dir):
-    """An advisory lock on a run directory (pid, host, start time). A lock left by a dead process on this host
-    is taken over with a message; a live holder makes this fail at once, saying who holds it."""
-    lock = paths.lock_path(run_dir)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": artifacts.now_utc()}
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                held = json.loads(lock.read_text() or "{}")
-            except (OSError, ValueError):
-                held = {}
-            if held.get("host") == me["host"] and isinstance(held.get("pid"), int) and not _alive(held["pid"]):
-                print(f"[sweep] taking over a stale lock on {lock.parent} (pid {held['pid']} is gone, "
-                      f"started {held.get('started')})", flush=True)
-                lock.unlink(missing_ok=True)
-                continue
-            raise LockedError(f"run_dir: {lock.parent} is in use by pid {held.get('pid')} on {held.get('host')} "
-                              f"since {held.get('started')}; wait for it, or delete {lock} if that process is gone") from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        break
-    try:
-        yield lock
-    finally:
-        lock.unlink(missing_ok=True)
+    """The run directory's lock for the whole sweep (``nbutils.runlock``): the notebooks it runs write under it."""
+    return runlock.hold(run_dir, "sweeping")
+
+
+class DatasetChanged(RuntimeError):
+    """The run's dataset changed while the sweep was scoring or analysing it."""
+
+
+def _check_dataset(run: Path, record, sha: str, step: str) -> None:
+    """Stop when the dataset is not the one the sweep generated (another process or a person replaced it)."""
+    dpath = paths.dataset_path(run, record.dataset_file)
+    now = artifacts.sha256_file(dpath) if dpath.exists() else None
+    if now != sha:
+        raise DatasetChanged(f"run_dir: {dpath} changed while the sweep ran (before {step}: its sha256 is "
+                             f"{now[:12] + '…' if now else 'gone'}, the sweep generated {sha[:12]}…); nothing more "
+                             "was scored or analysed: find what rewrote it, then run the sweep again")
 
 
 # ---------------------------------------------------------------- live progress from the engine's checkpoints
@@ -227,7 +249,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     models = list(models or cfg.get("models") or [])
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
-    run = paths.resolve(run_dir)
+    run = paths.check_run_dir(run_dir)
     if run.exists() and not run.is_dir():
         raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
     # every parameter file is checked against its notebook before anything runs
@@ -263,8 +285,10 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     with run_lock(run):
         step = "generate"
         try:
+            cluster.check_host(executor, source)  # before anything is generated
             print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
             execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
+            sha = artifacts.sha256_file(paths.dataset_path(run, record.dataset_file))
             spec = record.spec
             if executor == "local":
                 if cluster_cfg:
@@ -276,8 +300,9 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
                         report.skipped.append(slug)
                         continue
-                    print(f"[sweep] score {slug}", flush=True)
                     step = f"scoring {slug}"
+                    _check_dataset(run, record, sha, step)
+                    print(f"[sweep] score {slug}", flush=True)
                     t0 = time.perf_counter()
                     try:
                         with _Progress(run, slug, progress_every):
@@ -292,11 +317,13 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                         print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
                         if verbose:
                             traceback.print_exc()
+                    _check_dataset(run, record, sha, f"the next step after scoring {slug}")
             else:
                 step = "scoring (cluster jobs)"
                 _score_on_cluster(executor, cluster_cfg, run, record, model_params, kernel, report, ask)
             if report.scored or report.skipped:
                 step = "analyze"
+                _check_dataset(run, record, sha, step)
                 print("[sweep] analyze", flush=True)
                 execute(nbs["analyze"], paths.executed_notebook(run, nbs["analyze"]),
                         dict(analyze_params, run_dir=str(run)), kernel)
@@ -307,6 +334,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     execute(nb, paths.executed_notebook(run, nb), p, kernel)
                     report.extra.append(key)
                 step = "report"
+                _check_dataset(run, record, sha, step)
                 print(f"[sweep] report → {write_report(run, record.name)}", flush=True)
         except KeyboardInterrupt:
             print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "

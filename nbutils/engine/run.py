@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, runstore
+from .. import artifacts, runlock, runstore
 from ..runstore import check_int
 from ..spec import DatasetSpec
 from .scorer import Scorer, make_scorer
@@ -67,54 +67,55 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
     check_params(batch_size=batch_size, limit=limit, limit_seed=limit_seed, checkpoint_every=checkpoint_every,
                  shard_index=shard_index, num_shards=num_shards, pll_variant=pll_variant,
                  calibration_size=calibration_size)
-    full, dpath = runstore.read_dataset(run_dir, spec)
-    data = runstore.select_limit(full, spec, limit, limit_seed).reset_index(drop=True)
-    scorer = make_scorer(lm, data, spec, chat_template=chat_template, batch_size=batch_size, pll_variant=pll_variant,
-                         calibration_size=calibration_size)
-    meta = dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
-                id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
-                limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
-                limit=limit, limit_seed=limit_seed, batch_size=batch_size, num_shards=num_shards,
-                shard_index=shard_index, **scorer.meta)
-    expected = runstore.identity(meta)
-    files = runstore.ScoreFiles(run_dir, runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"),
-                                                            lm.meta.get("dtype_requested")),
-                                limit, shard_index, num_shards)
-    finished = files.finished(expected, overwrite)
-    if finished is not None:
-        _say_limited(limit, files)
-        return finished
-    ids = data[spec.id_column].tolist()
-    check_context(lm, scorer, ids)
-    done, prior = files.resume(expected, overwrite, ids)
-    meta["resumed_rows"] = len(done)  # rows taken from the checkpoint of an earlier, interrupted run of this one
-    if done:
-        print(f"resuming from the checkpoint: {len(done)} rows already scored ({files.partial.name})", flush=True)
-    meta["token_budget"] = prior.get("token_budget") or lm.meta.get("token_budget")  # a resumed run keeps its plan
-    batches = scorer.plan(meta["token_budget"])[shard_index::num_shards]
-    n_planned = sum(len(b) for b in batches)
-    saver = _Checkpoints(files, ids, meta, done, n_planned, checkpoint_every, prior.get("elapsed_seconds", 0.0))
-    if hasattr(scorer, "calibrate"):  # a one-off step before the main loop (the fast path's re-scoring margin)
-        calibration = scorer.calibrate(batches, prior, saver.record)
-        if calibration:
-            meta.update(calibration)
+    with runlock.hold(run_dir, "scoring it"):
+        full, dpath = runstore.read_dataset(run_dir, spec)
+        data = runstore.select_limit(full, spec, limit, limit_seed).reset_index(drop=True)
+        scorer = make_scorer(lm, data, spec, chat_template=chat_template, batch_size=batch_size,
+                             pll_variant=pll_variant, calibration_size=calibration_size)
+        meta = dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
+                    id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
+                    limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
+                    limit=limit, limit_seed=limit_seed, batch_size=batch_size, num_shards=num_shards,
+                    shard_index=shard_index, **scorer.meta)
+        expected = runstore.identity(meta)
+        slug = runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"),
+                                   lm.meta.get("dtype_requested"))
+        files = runstore.ScoreFiles(run_dir, slug, limit, shard_index, num_shards)
+        finished = files.finished(expected, overwrite)
+        if finished is not None:
+            _say_limited(limit, files)
+            return finished
+        ids = data[spec.id_column].tolist()
+        check_context(lm, scorer, ids)
+        done, prior = files.resume(expected, overwrite, ids)
+        meta["resumed_rows"] = len(done)  # rows taken from the checkpoint of an earlier, interrupted run of this one
+        if done:
+            print(f"resuming from the checkpoint: {len(done)} rows already scored ({files.partial.name})", flush=True)
+        meta["token_budget"] = prior.get("token_budget") or lm.meta.get("token_budget")  # a resumed run keeps its plan
+        batches = scorer.plan(meta["token_budget"])[shard_index::num_shards]
+        n_planned = sum(len(b) for b in batches)
+        saver = _Checkpoints(files, ids, meta, done, n_planned, checkpoint_every, prior.get("elapsed_seconds", 0.0))
+        if hasattr(scorer, "calibrate"):  # a one-off step before the main loop (the fast path's re-scoring margin)
+            calibration = scorer.calibrate(batches, prior, saver.record)
+            if calibration:
+                meta.update(calibration)
+                saver.save()
+        todo = [b for b in batches if not all(i in done for i in b)][:stop_after]
+        try:
+            scorer.run(todo, saver.record, progress)
+        except KeyboardInterrupt:
             saver.save()
-    todo = [b for b in batches if not all(i in done for i in b)][:stop_after]
-    try:
-        scorer.run(todo, saver.record, progress)
-    except KeyboardInterrupt:
-        saver.save()
-        raise
-    planned = sorted(i for b in batches for i in b)
-    if not set(planned).issubset(done):
-        saver.save()
-        return scorer.frame(sorted(done), done), dict(meta, complete=False, n_done=len(done), n_planned=n_planned)
-    df = scorer.frame(planned, done)
-    meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
-                versions=artifacts.versions())
-    written = files.write(df, meta)
-    _say_limited(limit, files)
-    return written
+            raise
+        planned = sorted(i for b in batches for i in b)
+        if not set(planned).issubset(done):
+            saver.save()
+            return scorer.frame(sorted(done), done), dict(meta, complete=False, n_done=len(done), n_planned=n_planned)
+        df = scorer.frame(planned, done)
+        meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
+                    versions=artifacts.versions())
+        written = files.write(df, meta)
+        _say_limited(limit, files)
+        return written
 
 
 def limited_note(limit: int | None, score_file) -> str | None:

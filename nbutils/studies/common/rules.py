@@ -231,9 +231,13 @@ def _best(agree: np.ndarray, answers: np.ndarray, names: list[str]) -> dict:
     return out
 
 
-def rule_tables(scores: pd.DataFrame, k: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+DEFAULT_K = 5  # neighbours of the knn_majority rule when none is asked for (fewer when a prompt has fewer examples)
+
+
+def rule_tables(scores: pd.DataFrame, k: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per model × condition × concept: agreement of the model's answers with every rule (``rules``) and the best
-    rule with its margin over the runner-up (``best_rule``); one pass, rules computed once per prompt."""
+    rule with its margin over the runner-up (``best_rule``); one pass, rules computed once per prompt. ``k``: the
+    knn_majority rule's neighbours; None takes ``DEFAULT_K``, or the prompts' number of examples when it is smaller."""
     if scores.empty:
         return pd.DataFrame(), pd.DataFrame()
     rule_rows, best_rows = [], []
@@ -243,14 +247,14 @@ def rule_tables(scores: pd.DataFrame, k: int = 5) -> tuple[pd.DataFrame, pd.Data
         concept = parse_concept(concept_name, "concept")
         g = g.reset_index(drop=True)
         uniq = g.drop_duplicates("prompt_id")
-        rules, answers, correct = rule_matrix(uniq, concept, k)
+        n_ex = int(uniq["n_examples"].iloc[0])
+        rules, answers, correct = rule_matrix(uniq, concept, min(DEFAULT_K, n_ex) if k is None else k)
         if "label" in uniq and (answers[:, 0] != uniq["label"].to_numpy(bool)).any():
             bad = uniq["prompt_id"].to_numpy()[answers[:, 0] != uniq["label"].to_numpy(bool)][0]
             raise ValueError(f"prompt {bad}: its label disagrees with {concept_name!r} applied to its query")
         names, kinds = [r.name for r in rules], [r.kind for r in rules]
         order = [rank_of[rule_rank(r)] for r in rules]
         row_of = pd.Index(uniq["prompt_id"]).get_indexer(g["prompt_id"])
-        n_ex = int(uniq["n_examples"].iloc[0])
         for (model, condition), pos in g.groupby(["model", "condition"], sort=False).indices.items():
             h, idx = g.iloc[pos], row_of[pos]
             a, y = answers[idx], h["pred_yes"].to_numpy(bool)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ... import artifacts, paths, precision
 from ...results import generic_text
-from ...runstore import excluded_notes, load_scores, split_precisions
+from ...runstore import check_int, excluded_notes, load_scores, split_precisions
 from .. import get
 from ..common import quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
@@ -153,6 +153,7 @@ def source_notes(run_dir) -> list[str]:
 
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    check_int("n_boot", n_boot, 1)
     scores, variants, precision_notes = split_precisions(load(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?

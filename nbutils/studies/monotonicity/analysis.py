@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, precision
-from ...runstore import excluded_notes, split_precisions
+from ...runstore import check_int, excluded_notes, split_precisions
 from ..common import quantifier_stats, rules
 from . import results, plots, stats
 from .scores import load_scores
@@ -15,9 +15,12 @@ from .scores import load_scores
 Analysis = artifacts.Analysis
 
 
-def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int = 5, use_r: bool = True) -> Analysis:
+def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int | None = None,
+            use_r: bool = True) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
-    when R is installed (the GEE, always fitted, is the headline otherwise)."""
+    when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
+    number of examples when it is smaller."""
+    check_int("n_boot", n_boot, 1)
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
@@ -85,9 +88,12 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
                                     index=("appendix_b",))
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000, rules_k: int = 5,
-                use_r: bool = True) -> Analysis:
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000,
+                rules_k: int | None = None, use_r: bool = True) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    check_int("n_boot", n_boot, 1)
+    if rules_k is not None:
+        check_int("rules_k", rules_k, 1)
     scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?

@@ -1,0 +1,142 @@
+"""A notebook's parameters as papermill reads them, and the values given for them checked before anything runs.
+
+- ``declared(notebook)``: each parameter's declared type and default (its ``parameters`` cell);
+- ``from_cli``: a ``-p NAME VALUE`` typed as the notebook declares it: a ``str`` parameter takes the text as typed
+  (a YAML-quoted text is unquoted), any other is parsed as YAML;
+- ``check_values``: each value against its declared type (a value YAML turned into another type, such as ``Yes``
+  into a boolean, is refused with a hint to quote it) and each number against its range (``RANGES``).
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from . import paths
+
+
+def _int(lo: int, hi: int | None = None, none: bool = False):
+    def ok(v) -> bool:
+        if v is None:
+            return none
+        return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+    ok.allowed = (f"an integer ≥ {lo}" if hi is None else f"an integer from {lo} to {hi}") + (" or null" if none else "")
+    return ok
+
+
+def _open(lo: float, hi: float):
+    def ok(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and lo < v < hi
+    ok.allowed = f"a number strictly between {lo} and {hi}"
+    return ok
+
+
+def _closed(lo: float, hi: float):
+    def ok(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
+    ok.allowed = f"a number from {lo} to {hi}"
+    return ok
+
+
+# every numeric parameter of the shipped notebooks, by name: checked before the sweep or `run` starts any notebook
+# (the functions the notebooks call check them again, for a run in JupyterLab)
+RANGES = {
+    "n_boot": _int(1), "n_resamples": _int(99), "seed": _int(0), "limit_seed": _int(0), "min_overlap": _int(1),
+    "top_k": _int(1), "min_count": _int(1), "nearest_k": _int(1), "alpha": _open(0, 1), "train_fraction": _open(0, 1),
+    "rules_k": _int(1, none=True), "prompts_per_concept": _int(1), "n_examples": _int(1), "warn_tokens": _int(1),
+    "n_questions": _int(1), "logic_share": _closed(0, 1), "n_null_personas": _int(1), "max_roots": _int(1, none=True),
+    "calibration_size": _int(1), "checkpoint_every": _int(1), "shard_index": _int(0), "num_shards": _int(1),
+    "limit": _int(1, none=True), "threads": _int(1, none=True),
+}
+
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}
+
+
+@functools.lru_cache(maxsize=64)
+def _inspect(path: str, mtime: float) -> dict[str, tuple[str, object]]:
+    import papermill as pm
+
+    out = {}
+    for name, p in pm.inspect_notebook(path).items():
+        try:
+            default = ast.literal_eval(p.get("default") or "None")
+        except (ValueError, SyntaxError):
+            default = None
+        out[name] = (p.get("inferred_type_name") or "None", default)
+    return out
+
+
+def declared(notebook: str | Path) -> dict[str, tuple[str, object]]:
+    """Each parameter of the notebook's ``parameters`` cell: (declared type name, or "None" when unannotated; default)."""
+    p = paths.resolve(notebook)
+    return _inspect(str(p), p.stat().st_mtime)
+
+
+def _quoted(text: str) -> bool:
+    t = text.strip()
+    return len(t) >= 2 and t[0] == t[-1] and t[0] in "'\""
+
+
+def from_cli(text: str, name: str, type_name: str | None):
+    """A ``-p`` value: the text as typed for a ``str`` parameter (unquoted when it is a quoted YAML string), else YAML
+    (numbers, booleans, null, lists, mappings), else the text; a mapping that gives a key twice is an error."""
+    from .artifacts import DuplicateKeyError, read_yaml
+
+    if type_name == "str" and not _quoted(text):
+        return text
+    try:
+        return read_yaml(text, f"-p {name}")
+    except DuplicateKeyError:
+        raise
+    except ValueError:
+        return text
+
+
+def _kind(v) -> str:
+    return {bool: "a boolean", type(None): "null", dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
+
+
+def _hint(name: str, v) -> str:
+    words = {True: "Yes/True/on", False: "No/False/off"}
+    if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
+        return (f"; YAML reads an unquoted {'/'.join(words[b] for b in (True, False))} as a boolean: quote each word, "
+                f"e.g. -p {name} '[\"Yes\", \"No\"]'")
+    if isinstance(v, dict):
+        return f"; YAML reads 'key: value' as a mapping: quote it, e.g. -p {name} '\"a: b\"'"
+    if v is None:
+        return f"; YAML reads an empty value, ~ or null as null: quote it to give text"
+    return "; quote it to give text"
+
+
+def check_value(name: str, v, type_name: str, default, source: str) -> None:
+    """``v`` against the parameter's declared type (unannotated: against its default's kind) and its range."""
+    allowed = _TYPES.get(type_name)
+    bad = None
+    if allowed is not None:
+        if v is None and default is None:
+            pass
+        elif not isinstance(v, allowed) or (bool not in allowed and isinstance(v, bool)):
+            bad = f"must be {type_name} (the notebook declares `{name}: {type_name}`)"
+    elif isinstance(v, bool) and not isinstance(default, bool) and default is not None:
+        bad = f"must not be a boolean (its default is {default!r})"
+    elif isinstance(v, dict) and not isinstance(default, dict):
+        bad = f"must not be a mapping (its default is {default!r})"
+    if bad is None and isinstance(v, list) and isinstance(default, list) and default \
+            and all(isinstance(x, str) for x in default) and any(isinstance(x, bool) or x is None for x in v):
+        bad = f"must be a list of texts (its default is {default!r})"
+    if bad:
+        raise ValueError(f"{name}: {source}: {bad}, got {_kind(v)} {v!r}{_hint(name, v)}")
+    check = RANGES.get(name)
+    if check is not None and not (v is None and default is None and type_name != "int") and not check(v):
+        raise ValueError(f"{name}: {source}: must be {check.allowed}, got {v!r}")
+    if name == "run_dir":
+        paths.check_run_dir(v)
+
+
+def check_values(notebook: str | Path, params: dict, source: str) -> None:
+    """Every value in ``params`` checked against the notebook's declared types and the ranges (unknown names are the
+    caller's check)."""
+    types = declared(notebook)
+    for name, v in params.items():
+        if name in types:
+            check_value(name, v, *types[name], source)
