@@ -242,10 +242,13 @@ def test_a_run_directory_in_use_fails_fast_naming_its_holder(run):
 
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(run, capsys):
-    paths.lock_path(run).write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "then"}))
+    paths.lock_path(run).write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "then",
+                                                "command": "nbutils sweep params/demo.yaml"}))
     with run_lock(run) as lock:
         assert json.loads(lock.read_text())["pid"] == os.getpid()
-    assert "taking over a stale lock" in capsys.readouterr().out and not paths.lock_path(run).exists()
+    out = capsys.readouterr().out
+    assert "taking over a stale lock" in out and "nbutils sweep params/demo.yaml" in out
+    assert not paths.lock_path(run).exists()
 
 
 # ---------------------------------------------------------------- user stimulus files (negation)
@@ -418,3 +421,295 @@ def test_an_edited_prompt_file_is_named_on_reload_and_in_the_analysis(tmp_path):
             r"^run_dir: .*items.parquet already holds a dataset made with other parameters \(data_file changed since "
             r"the dataset was made \(its sha256 differs\)\)", artifacts.OverwriteError)
     assert analysis.source_notes(r) and "changed after it was loaded" in analysis.source_notes(r)[0]
+
+
+# ---------------------------------------------------------------- run directories nothing can redirect
+
+GENERATE = "notebooks/monotonicity/01_generate.ipynb"
+ANALYZE = "notebooks/monotonicity/03_analyze.ipynb"
+
+
+def _cli(argv, capsys) -> tuple[int, str]:
+    from nbutils.__main__ import main
+
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture()
+def no_notebook_runs(monkeypatch):
+    """``sweep.execute`` replaced by a recorder: what `nbutils run` would have executed, without a kernel."""
+    from nbutils import sweep
+
+    calls = []
+    monkeypatch.setattr(sweep, "execute", lambda nb, out, params, kernel=None: calls.append((nb, out, params)))
+    return calls
+
+
+def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys):
+    """`#` would start a YAML comment and `x: 1` would be a mapping: a parameter declared str takes the text."""
+    from nbutils.__main__ import _cli_params
+
+    assert _cli_params(GENERATE, [("run_dir", "outputs/run #2"), ("seed", "3")]) == {"run_dir": "outputs/run #2",
+                                                                                      "seed": 3}
+    assert _cli_params(GENERATE, [("run_dir", "x: 1"), ("run_dir", "'quoted: text'")]) == {"run_dir": "quoted: text"}
+    target = tmp_path / "run #2"
+    code, err = _cli(["run", GENERATE, "-p", "run_dir", str(target)], capsys)
+    assert code == 0, err
+    (nb, out, params), = no_notebook_runs
+    assert params["run_dir"] == str(target) and out == target / "notebooks" / "01_generate.ipynb"
+
+
+@pytest.mark.parametrize("notebook, name, value, match", [
+    ("notebooks/custom/01_load.ipynb", "choices", "[Yes, No]",
+     r"^choices: -p: must be a list of texts .*got a list \[True, False\]; YAML reads an unquoted .* quote each word"),
+    (GENERATE, "prompts_per_concept", "yes", r"^prompts_per_concept: -p: must be int .*got a boolean True"),
+    (GENERATE, "concepts", "{more than 1/2: 1}", r"^concepts: -p: must be list .*got a mapping"),
+    ("notebooks/score.ipynb", "overwrite", "~", r"^overwrite: -p: must be bool .*got null None"),
+    ("notebooks/score.ipynb", "batch_size", "on", r"^batch_size: -p: must not be a boolean \(its default is 'auto'\)"),
+])
+def test_a_value_yaml_turned_into_another_type_is_refused_with_a_hint(run, notebook, name, value, match, capsys):
+    from nbutils.__main__ import _cli_params
+
+    refused(run, lambda: check_parameters(notebook, _cli_params(notebook, [(name, value)]), "-p"), match)
+    before = snapshot(run)
+    code, err = _cli(["run", notebook, "-p", "run_dir", str(run), "-p", name, value], capsys)
+    assert code == 2 and f"error: {name}: -p:" in err and snapshot(run) == before
+
+
+def test_an_empty_run_dir_or_the_project_root_is_refused_saying_where_it_resolves(tmp_path, monkeypatch, capsys,
+                                                                                 no_notebook_runs):
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    for typed in ('""', "''", " "):
+        code, err = _cli(["run", GENERATE, "-p", "run_dir", typed], capsys)
+        assert code == 2 and "run_dir: must be a non-empty path" in err and str(tmp_path) in err, err
+    code, err = _cli(["run", GENERATE, "-p", "run_dir", "."], capsys)
+    assert code == 2 and f"resolves to {tmp_path.resolve()}, the project root" in err
+    with pytest.raises(ValueError, match="^run_dir: must be a non-empty path"):
+        paths.check_run_dir("")
+    with pytest.raises(ValueError, match="^run_dir: .* resolves to .*, the project root"):  # in a notebook, too
+        mono.write_prompts(mono.generate_prompts(**GOOD), "", GOOD)
+    assert not no_notebook_runs and list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture()
+def live_holder(run):
+    """The run's lock held by another live process (a sweep scoring it), as its lock file records it."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "60"])
+    paths.lock_path(run).write_text(json.dumps({"pid": proc.pid, "host": socket.gethostname(), "token": "abc",
+                                                "command": "nbutils sweep params/demo.yaml", "started": "2026-01-01"}))
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _writers(run):
+    from nbutils.report import write_report
+    from nbutils.studies.monotonicity.analysis import analyze_run
+
+    return {
+        "generate": lambda: mono.write_prompts(mono.generate_prompts(**{**GOOD, "seed": 1}), run, {**GOOD, "seed": 1},
+                                               overwrite=True),
+        "score": lambda: scoring.score_run(run, None, SPEC),  # refused before the model is touched
+        "merge": lambda: runstore.merge_shards(run, "some-model"),
+        "analyze": lambda: artifacts.write_analysis(artifacts.Analysis(pd.DataFrame()), run, {}),
+        "analyze_run": lambda: analyze_run(run, use_r=False),
+        "report": lambda: write_report(run, "monotonicity"),
+    }
+
+
+@pytest.mark.parametrize("writer", ["generate", "score", "merge", "analyze", "report"])
+def test_every_writer_is_refused_while_another_process_holds_the_run(run, live_holder, writer):
+    if writer == "report":  # the report needs an executed analysis to get as far as writing
+        nb = paths.executed_notebook(run, ANALYZE)
+        nb.parent.mkdir(parents=True)
+        nb.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    refused(run, _writers(run)[writer],
+            rf"^run_dir: .* is in use by pid {live_holder.pid} on .* \(command: nbutils sweep params/demo.yaml\) "
+            r"since 2026-01-01", RuntimeError)
+
+
+def test_nbutils_run_on_a_run_a_sweep_holds_is_refused_before_it_starts(run, live_holder, no_notebook_runs, capsys):
+    before = snapshot(run)
+    code, err = _cli(["run", GENERATE, "-p", "run_dir", str(run), "-p", "overwrite", "true"], capsys)
+    assert code == 2 and f"in use by pid {live_holder.pid}" in err and "nbutils sweep params/demo.yaml" in err
+    assert snapshot(run) == before and not no_notebook_runs
+
+
+def test_the_kernels_a_lock_holder_starts_write_under_its_lock(run):
+    """A notebook the holder runs (a child process inheriting the lock's token) writes; an outsider is refused."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from nbutils.studies.monotonicity import dataset as d; p = dict(concepts=['more than 1/2', "
+            "'less than 1/2'], conditions=['concept_learning', 'explicit'], prompts_per_concept=4, n_examples=6, "
+            "seed=2); d.write_prompts(d.generate_prompts(**p), sys.argv[1], p, overwrite=True)")
+    env = {k: v for k, v in os.environ.items() if k != "NBUTILS_RUN_LOCKS"}
+    env["PYTHONPATH"] = str(ROOT)
+    with run_lock(run):
+        inside = subprocess.run([sys.executable, "-c", code, str(run)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                                capture_output=True, text=True)
+        outside = subprocess.run([sys.executable, "-c", code, str(run)], env=env, capture_output=True, text=True)
+    assert inside.returncode == 0, inside.stderr
+    assert outside.returncode != 0 and f"is in use by pid {os.getpid()}" in outside.stderr
+    assert artifacts.read_json(paths.sidecar(paths.prompts_path(run)))["parameters"]["seed"] == 2
+    assert not paths.lock_path(run).exists()
+
+
+def test_a_sweep_whose_dataset_changes_under_it_stops_and_does_not_analyse(tmp_path, monkeypatch):
+    from nbutils import sweep
+
+    run_dir = tmp_path / "run"
+    steps = []
+
+    def fake_execute(nb, out, params, kernel=None):
+        steps.append(nb)
+        if nb == GENERATE:
+            mono.write_prompts(mono.generate_prompts(**GOOD), params["run_dir"], GOOD)
+        elif nb == "notebooks/score.ipynb":  # meanwhile, the dataset is replaced (another writer, or by hand)
+            other = {**GOOD, "seed": 9}
+            mono.write_prompts(mono.generate_prompts(**other), params["run_dir"], other, overwrite=True)
+
+    monkeypatch.setattr(sweep, "execute", fake_execute)
+    ds = yaml_file(tmp_path, "ds.yaml", GOOD)
+    models = [yaml_file(tmp_path, f"m{i}.yaml", {"model": f"org/model-{i}"}) for i in range(3)]
+    with pytest.raises(sweep.SweepFailed, match=r"prompts.parquet changed while the sweep ran .*nothing more was "
+                                                r"scored or analysed"):
+        run_sweep(run_dir=str(run_dir), dataset=ds, models=models)
+    assert steps == [GENERATE, "notebooks/score.ipynb"] and not paths.lock_path(run_dir).exists()
+
+
+def test_an_executed_notebook_replaces_a_planted_link_instead_of_writing_through_it(run, tmp_path, monkeypatch):
+    import nbformat
+    import papermill as pm
+
+    from nbutils.sweep import execute
+
+    def fake_papermill(src, out, **kw):  # papermill writes the executed copy to the path it is given
+        nbformat.write(nbformat.v4.new_notebook(), out)
+
+    monkeypatch.setattr(pm, "execute_notebook", fake_papermill)
+    victim = tmp_path / "victim.ipynb"
+    victim.write_text("keep me")
+    out = paths.executed_notebook(run, ANALYZE)
+    out.parent.mkdir(parents=True)
+    out.symlink_to(victim)
+    execute(ANALYZE, out, {"run_dir": str(run)})
+    assert victim.read_text() == "keep me" and not out.is_symlink() and json.loads(out.read_text())["nbformat"] == 4
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    log = paths.kernel_log(out)
+    log.unlink()
+    log.symlink_to(victim)
+    with pytest.raises(ValueError, match="^kernel log: cannot open .*symbolic link"):
+        execute(ANALYZE, out, {"run_dir": str(run)})
+    assert victim.read_text() == "keep me"
+
+
+def test_a_linked_folder_inside_the_run_is_not_written_through(run, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    paths.tables_dir(run).symlink_to(elsewhere, target_is_directory=True)
+    a = artifacts.Analysis(pd.DataFrame(), tables={"t": pd.DataFrame({"x": [1]})})
+    refused(run, lambda: artifacts.write_analysis(a, run, {}), r"^run_dir: .*tables is a symbolic link")
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("slug", ["../../../elsewhere/x", "/tmp/x", "..", "a\\b", ""])
+def test_a_slug_must_be_a_plain_name(run, tmp_path, slug, capsys):
+    refused(run, lambda: runstore.merge_shards(run, slug), r"^slug: must be a plain file name")
+    refused(run, lambda: paths.score_file(run, slug), r"^slug: must be a plain file name")
+    before = snapshot(run)
+    code, err = _cli(["merge", str(run), slug], capsys)
+    assert code == 2 and "slug: must be a plain file name" in err and snapshot(run) == before
+
+
+def test_the_output_notebook_may_not_be_a_run_file_or_the_source(run, no_notebook_runs, capsys):
+    scores = paths.score_file(run, "some-model")
+    for output, match in [(scores, "is not a notebook file"), (paths.sidecar(scores), "is not a notebook file"),
+                          (ROOT / GENERATE, "is the notebook being run"),
+                          (ROOT / ANALYZE, "under the suite's notebooks/ folder")]:
+        before = snapshot(run), artifacts.sha256_file(ROOT / GENERATE)
+        code, err = _cli(["run", GENERATE, str(output), "-p", "run_dir", str(run)], capsys)
+        assert code == 2 and match in err, err
+        assert (snapshot(run), artifacts.sha256_file(ROOT / GENERATE)) == before
+    assert not no_notebook_runs
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"n_boot": -5}, r"^n_boot: .*must be an integer ≥ 1, got -5"),
+    ({"n_boot": 0}, r"^n_boot: .*must be an integer ≥ 1"),
+    ({"rules_k": 0}, r"^rules_k: .*must be an integer ≥ 1 or null"),
+])
+def test_numbers_are_checked_with_their_range_before_the_work_starts(run, params, match):
+    from nbutils.studies.monotonicity.analysis import analyze_run
+
+    refused(run, lambda: check_parameters(ANALYZE, params, "-p"), match)
+    refused(run, lambda: analyze_run(run, **params), match.replace(".*must", "must").replace(" or null", ""))
+
+
+@pytest.mark.parametrize("notebook, params, match", [
+    ("notebooks/personas/03_analyze.ipynb", {"n_resamples": 5}, r"^n_resamples: .*≥ 99"),
+    ("notebooks/cues/01_profile.ipynb", {"top_k": 0}, r"^top_k: .*≥ 1"),
+    ("notebooks/cues/01_profile.ipynb", {"alpha": 1.5}, r"^alpha: .*strictly between 0 and 1"),
+    ("notebooks/score.ipynb", {"limit": -1}, r"^limit: .*≥ 1 or null"),
+    ("notebooks/personas/01_generate.ipynb", {"logic_share": 2}, r"^logic_share: .*from 0 to 1"),
+])
+def test_other_numeric_parameters_are_checked_with_their_range(run, notebook, params, match):
+    refused(run, lambda: check_parameters(notebook, params, "-p"), match)
+
+
+def test_rules_k_defaults_to_what_the_dataset_allows():
+    import numpy as np
+
+    from nbutils.studies.common import rules
+
+    assert check_parameters(ANALYZE, {"rules_k": None}, "-p") is None
+    from nbutils import parameters
+    assert parameters.declared(ANALYZE)["rules_k"][1] is None
+    four = mono.generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=4, n_examples=4)
+    scores = four.assign(model="m", pred_yes=np.arange(len(four)) % 2 == 0)
+    table, _ = rules.rule_tables(scores)  # the default fits a dataset of 4 examples per prompt
+    assert not table.empty
+    with pytest.raises(ValueError, match=r"^rules_k: the knn_majority rule needs an integer 1 ≤ k ≤ 4"):
+        rules.rule_tables(scores, k=5)
+
+
+def test_executor_slurm_without_slurm_is_refused_before_anything_is_generated(tmp_path, monkeypatch, no_notebook_runs):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    ds = yaml_file(tmp_path, "ds.yaml", GOOD)
+    model = yaml_file(tmp_path, "m.yaml", {"model": "org/model"})
+    with pytest.raises(Exception, match=r"executor: .*slurm needs a SLURM cluster.*no sbatch or srun.*"
+                                        r"executor: submitit-local"):
+        run_sweep(run_dir=str(tmp_path / "run"), dataset=ds, models=[model], executor="slurm")
+    assert not no_notebook_runs and not paths.prompts_path(tmp_path / "run").exists()
+
+
+def test_merging_names_the_shards_that_are_there(run):
+    for i in range(2):
+        artifacts.write_json({"num_shards": 2, "shard_index": i}, paths.sidecar(paths.score_file(run, "m", 1, i, 2)))
+    refused(run, lambda: runstore.merge_shards(run, "m"),
+            r"^slug: no shards named m.shard-\*-of-\*.json under .*; the run holds m.limit-1.shard-0-of-2.json, "
+            r"m.limit-1.shard-1-of-2.json; these are shards of a limited run: pass --limit 1")
+    refused(run, lambda: runstore.merge_shards(run, "other"), r"^slug: no shards named other.shard.*the run holds m\.")
+
+
+def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
+    import errno
+
+    summary = paths.summary_path(run)
+    artifacts.write_json({"old": True}, summary)
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    a = artifacts.Analysis(pd.DataFrame(), tables={"accuracy": pd.DataFrame({"x": [1]})})
+    refused(run, lambda: artifacts.write_analysis(a, run, {}),
+            r"no space left on the device while writing .*tables/accuracy.csv \(.* MiB free there now\); the file it "
+            r"would replace is unchanged", artifacts.DiskFullError)
+    monkeypatch.setattr(artifacts.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(OSError, match="full"):  # not a write: json.dumps failing is not the disk
+        artifacts.write_json({"new": True}, summary)
+    assert artifacts.read_json(summary) == {"old": True}
