@@ -102,14 +102,11 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = temp_beside(path)
     except OSError as err:
         raise_if_full(err, path)
         raise
-    os.close(fd)
-    tmp = Path(tmp)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the final file gets the user's umask like open() would
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -120,6 +117,15 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def temp_beside(path: Path, suffix: str = ".tmp") -> Path:
+    """A new empty file beside ``path`` (same folder, so renaming it over ``path`` is atomic), with the mode open()
+    would give it (mkstemp makes 0600)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())
+    return Path(tmp)
 
 
 def raise_if_full(err: OSError, path: Path) -> None:

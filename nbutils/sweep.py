@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -87,9 +86,7 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
     if isinstance(run_dir, str) and run_dir.strip() and output.absolute().is_relative_to(paths.resolve(run_dir).absolute()):
         paths.check_inside(run_dir, output, "output notebook")
     output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".running.ipynb", dir=output.parent)
-    os.close(fd)
-    tmp = Path(tmp)
+    tmp = artifacts.temp_beside(output, ".running.ipynb")
     try:
         with _stderr_to(paths.kernel_log(output)):
             pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,

@@ -116,7 +116,7 @@ def test_a_slurm_sweep_is_one_job_array_with_the_blocks_resources(fake_slurm):
     record = json.loads((run / "logs" / "jobs.json").read_text())
     assert [j["task"] for j in record["jobs"]][:2] == ["Qwen--Qwen3-32B.shard-0-of-2", "Qwen--Qwen3-32B.shard-1-of-2"]
     call = submitit.core.utils.DelayedSubmission.load(run / "logs" / "4242_5_submitted.pkl")
-    root, notebook, output, params, _ = call.args
+    root, notebook, output, params, _, tokens = call.args  # tokens: the sweep's run lock, which the job writes under
     assert isinstance(call.function, cluster.ScoreJob) and notebook == "notebooks/score.ipynb"
     assert params == {"model": names[2], "quantization": "4bit", "run_dir": str(run), "study": "monotonicity",
                       "shard_index": 1, "num_shards": 2}

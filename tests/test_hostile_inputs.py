@@ -599,6 +599,9 @@ def test_an_executed_notebook_replaces_a_planted_link_instead_of_writing_through
     execute(ANALYZE, out, {"run_dir": str(run)})
     assert victim.read_text() == "keep me" and not out.is_symlink() and json.loads(out.read_text())["nbformat"] == 4
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # the mode open() would give, not a temporary file's 0600
     log = paths.kernel_log(out)
     log.unlink()
     log.symlink_to(victim)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths, runstore
+from ... import artifacts, paths, runlock, runstore
 from ...stats import record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
@@ -230,19 +230,20 @@ def write(profile: Profile, run_dir) -> list[Path]:
         figs["cues_top"] = plots.top_cues(t["cues"], len(t["cues_top"]))
     if "cue_distribution_test" in t and not t["cue_distribution_test"].empty:
         figs["cues_distribution"] = plots.distributions(t["cue_distribution_test"])
-    sp = paths.summary_path(run_dir)
-    summary = artifacts.read_json(sp) if sp.exists() else {}
-    kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
-    summary["records"] = kept + artifacts.json_clean(profile.records)
-    summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
-                                            "n_instances": len(profile.instances), **profile.design,
-                                            "notes": profile.notes})
-    profile.summary = summary
-    profile.cues_text = results.results_text(summary)
-    files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
-    files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
-    profile.files = files
-    return files
+    with runlock.hold(run_dir, "writing its cue profile"):  # the summary is read, amended and written back
+        sp = paths.summary_path(run_dir)
+        summary = artifacts.read_json(sp) if sp.exists() else {}
+        kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
+        summary["records"] = kept + artifacts.json_clean(profile.records)
+        summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
+                                                "n_instances": len(profile.instances), **profile.design,
+                                                "notes": profile.notes})
+        profile.summary = summary
+        profile.cues_text = results.results_text(summary)
+        files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
+        files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
+        profile.files = files
+        return files
 
 
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, top_k: int = 10, min_count: int = 5,
