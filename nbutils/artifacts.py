@@ -140,7 +140,8 @@ def raise_if_full(err: OSError, path: Path) -> None:
     except OSError:
         free = "free space unknown"
     raise DiskFullError(err.errno, f"no space left on the device while writing {path} ({free}); the file it would "
-                        "replace is unchanged: free some space, or choose a run_dir on another disk, and run again") from None
+                        "replace is unchanged: free some space, or choose a run_dir on another disk, and run "
+                        "again") from None
 
 
 def _umask() -> int:

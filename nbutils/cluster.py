@@ -26,17 +26,11 @@ from pathlib import Path
 import submitit
 
 from . import artifacts, paths, runlock, runstore
+from .parameters import integer
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 ALIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # SLURM states
 JOB_NAME = "bias-probes"
-
-
-def _int(lo: int):
-    def check(v) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-    check.allowed = f"an integer ≥ {lo}"
-    return check
 
 
 def _positive(v) -> bool:
@@ -71,12 +65,12 @@ CLUSTER_KEYS = {
     "partition": (_text, "SLURM partition"),
     "account": (_text, "SLURM account"),
     "qos": (_text, "SLURM quality of service"),
-    "gpus_per_job": (_int(0), "GPUs per job (default 1 on SLURM, 0 locally)"),
-    "cpus_per_job": (_int(1), "CPU cores per job"),
+    "gpus_per_job": (integer(0), "GPUs per job (default 1 on SLURM, 0 locally)"),
+    "cpus_per_job": (integer(1), "CPU cores per job"),
     "mem_gb": (_positive, "memory per job in GB"),
-    "time_min": (_int(1), "time limit per job in minutes (default 240); a job past it is requeued from its checkpoint"),
-    "array_parallelism": (_int(1), "jobs of the array running at once (SLURM)"),
-    "shards_per_model": (_int(1), "jobs per model: each scores every N-th batch (default 1)"),
+    "time_min": (integer(1), "time limit per job in minutes (default 240); a job past it is requeued from its checkpoint"),
+    "array_parallelism": (integer(1), "jobs of the array running at once (SLURM)"),
+    "shards_per_model": (integer(1), "jobs per model: each scores every N-th batch (default 1)"),
     "sbatch_extra": (_options, "more sbatch options"),
     "setup": (_lines, "shell lines before each job"),
     "poll_seconds": (_positive, "seconds between progress lines (default 30)"),
@@ -116,8 +110,8 @@ def check_host(name: str, source: str) -> None:
         return
     missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
     if missing:
-        raise ValueError(f"executor: {source}: slurm needs a SLURM cluster, and this host has no {' or '.join(missing)} "
-                         "on its PATH; run the sweep on the cluster's login node, or choose executor: submitit-local "
+        raise ValueError(f"executor: {source}: slurm needs a SLURM cluster, and this host has no "
+                         f"{' or '.join(missing)} on its PATH; run the sweep on the cluster's login node, or choose executor: submitit-local "
                          "(the same jobs on this machine) or local (one model after the other here)")
 
 

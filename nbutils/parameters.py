@@ -15,7 +15,9 @@ from pathlib import Path
 from . import paths
 
 
-def _int(lo: int, hi: int | None = None, none: bool = False):
+def integer(lo: int, hi: int | None = None, none: bool = False):
+    """A check that a value is an integer (not a bool) from ``lo`` (to ``hi``; or None when ``none``); ``.allowed``
+    says so in words."""
     def ok(v) -> bool:
         if v is None:
             return none
@@ -41,12 +43,12 @@ def _closed(lo: float, hi: float):
 # every numeric parameter of the shipped notebooks, by name: checked before the sweep or `run` starts any notebook
 # (the functions the notebooks call check them again, for a run in JupyterLab)
 RANGES = {
-    "n_boot": _int(1), "n_resamples": _int(99), "seed": _int(0), "limit_seed": _int(0), "min_overlap": _int(1),
-    "top_k": _int(1), "min_count": _int(1), "nearest_k": _int(1), "alpha": _open(0, 1), "train_fraction": _open(0, 1),
-    "rules_k": _int(1, none=True), "prompts_per_concept": _int(1), "n_examples": _int(1), "warn_tokens": _int(1),
-    "n_questions": _int(1), "logic_share": _closed(0, 1), "n_null_personas": _int(1), "max_roots": _int(1, none=True),
-    "calibration_size": _int(1), "checkpoint_every": _int(1), "shard_index": _int(0), "num_shards": _int(1),
-    "limit": _int(1, none=True), "threads": _int(1, none=True),
+    "n_boot": integer(1), "n_resamples": integer(99), "seed": integer(0), "limit_seed": integer(0), "min_overlap": integer(1),
+    "top_k": integer(1), "min_count": integer(1), "nearest_k": integer(1), "alpha": _open(0, 1), "train_fraction": _open(0, 1),
+    "rules_k": integer(1, none=True), "prompts_per_concept": integer(1), "n_examples": integer(1), "warn_tokens": integer(1),
+    "n_questions": integer(1), "logic_share": _closed(0, 1), "n_null_personas": integer(1), "max_roots": integer(1, none=True),
+    "calibration_size": integer(1), "checkpoint_every": integer(1), "shard_index": integer(0), "num_shards": integer(1),
+    "limit": integer(1, none=True), "threads": integer(1, none=True),
 }
 
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}

@@ -83,8 +83,9 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
 
     output = Path(output)
     run_dir = params.get("run_dir")
-    if isinstance(run_dir, str) and run_dir.strip() and output.absolute().is_relative_to(paths.resolve(run_dir).absolute()):
-        paths.check_inside(run_dir, output, "output notebook")
+    if isinstance(run_dir, str) and run_dir.strip():
+        if output.absolute().is_relative_to(paths.resolve(run_dir).absolute()):
+            paths.check_inside(run_dir, output, "output notebook")
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = artifacts.temp_beside(output, ".running.ipynb")
     try:
