@@ -133,7 +133,8 @@ def raise_if_full(err: OSError, path: Path) -> None:
     import errno
     import shutil
 
-    if err.errno not in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+    full = err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    if not full and "No space left on device" not in str(err):  # pyarrow says it in its message, errno unset
         return
     try:
         free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free there now"

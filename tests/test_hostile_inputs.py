@@ -712,6 +712,11 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
     refused(run, lambda: artifacts.write_analysis(a, run, {}),
             r"no space left on the device while writing .*tables/accuracy.csv \(.* MiB free there now\); the file it "
             r"would replace is unchanged", artifacts.DiskFullError)
+    monkeypatch.undo()
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", lambda self, *a, **k: (_ for _ in ()).throw(
+        OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")))  # pyarrow's way
+    refused(run, lambda: artifacts.write_parquet(pd.DataFrame({"x": [1]}), paths.score_file(run, "some-model")),
+            r"no space left on the device while writing .*scores/some-model.parquet", artifacts.DiskFullError)
     monkeypatch.setattr(artifacts.json, "dumps", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
     with pytest.raises(OSError, match="full"):  # not a write: json.dumps failing is not the disk
         artifacts.write_json({"new": True}, summary)
