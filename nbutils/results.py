@@ -11,8 +11,8 @@ or below the null means in words. The engine then
   the words of the hypothesis; a one-sided test whose estimate lies on the other side is never evidence;
 - prints p so that the number and the verdict agree at α (more digits, or ``p < .05``, where three digits would
   round onto α), and refuses a p outside [0, 1];
-- prints odds ratios with significant digits where two decimals would show 0.00, and estimates with more digits
-  where two would show the null value itself;
+- prints odds ratios with significant digits where two decimals would show 0.00, and a significant estimate with
+  more digits where two would show the null value itself;
 - says "not estimable (reason)" with no numbers for a record that is not ``valid``;
 - renders a headline that stands in for a degenerate one (``fallback_for``: the test name of the invalid record)
   normally and says which test it replaces and why.
@@ -221,7 +221,10 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     fmt = _formatter(scale)
     if scale in ("proportion", "points"):
         digits = 1
-    text, d = _fmt_distinct(est, null, fmt, digits)
+    # where the words claim a side, the estimate never prints as the null value itself (OR = 1.00 beside "upward
+    # concepts were learned better"); elsewhere the null is what a near-null estimate should look like
+    claims_side = verdict(record, alpha) in ("more", "less", "effect")
+    text, d = _fmt_distinct(est, null, fmt, digits) if claims_side else (fmt(est, digits), digits)
     unit = "%" if scale == "proportion" else (" points" if scale == "points" else "")
     ci_unit = "%" if scale == "proportion" else ""
     bits = [f"{h.get('symbol', 'estimate')} = {text}{unit}"]
