@@ -32,6 +32,20 @@ def test_key_columns_first_counts_whole_and_a_record_that_cannot_be_estimated_sh
                                     "not estimable (needs at least 3 thresholds for clustered inference)", "", "", "", ""]
 
 
+def test_proportions_read_in_percent_and_differences_in_points_in_the_view_only():
+    acc = pd.DataFrame({"model": ["m"], "group": ["g"], "n": [3], "accuracy": [2 / 3], "ci_low": [0.2077],
+                        "ci_high": [0.9385], "chance": [0.5], "p_binom": [1.0]})
+    assert compact(acc).iloc[0].tolist() == ["m", "g", "3", "66.7%", "20.8%", "93.8%", "50.0%", "> .999"]
+    gap = pd.DataFrame({"acc_up": [0.21], "acc_down": [0.88], "gap": [-0.67], "gap_ci_low": [-0.9], "gap_ci_high": [-0.4],
+                        "or_mh": [0.04]})
+    assert compact(gap).iloc[0].tolist() == ["21.0%", "88.0%", "-67.0 pp", "-90.0 pp", "-40.0 pp", "0.040"]
+    contrast = pd.DataFrame({"acc_a": [0.5], "acc_b": [0.25], "diff": [0.25], "ci_low": [0.01], "ci_high": [0.49]})
+    assert compact(contrast).iloc[0].tolist() == ["50.0%", "25.0%", "25.0 pp", "1.0 pp", "49.0 pp"]
+    logit = pd.DataFrame({"estimate": [0.7], "ci_low": [0.3], "ci_high": [1.1], "accuracy": [0.6]})
+    assert compact(logit).iloc[0].tolist() == ["0.700", "0.300", "1.100", "60.0%"]
+    assert fmt_p_cell(1.2) == "not a p (1.2)" and fmt_p_cell(-0.0) == "not a p (-0.0)"
+
+
 def test_a_labelled_index_becomes_columns_and_a_missing_combination_is_blank():
     wide = pd.DataFrame({"1/3": [66.7, np.nan], "1/2": [50.0, 41.2]},
                         index=pd.MultiIndex.from_tuples([("m", "[more than p]"), ("m", "[less than p]")],
