@@ -33,8 +33,10 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
     t["accuracy_vs_dif"] = stats.accuracy_vs_dif(t["models"])
     for r in t["models"].itertuples(index=False):
         if r.n_unstable_real:
-            a.notes.append(f"{r.model}: {plural(r.n_unstable_real, 'real persona')} share fewer than {min_overlap} correctly "
-                           "answered questions with the baseline; their ratios are unstable (flagged `unstable`)")
+            a.notes.append(f"{r.model}: {plural(r.n_unstable_real, 'real persona')} "
+                           f"{'shares' if r.n_unstable_real == 1 else 'share'} fewer than {min_overlap} correctly "
+                           "answered questions with the baseline; "
+                           f"{'its ratio is' if r.n_unstable_real == 1 else 'their ratios are'} unstable (flagged `unstable`)")
     for r in t["null_comparison"].itertuples(index=False):
         if r.note:
             a.notes.append(f"{r.model}, real vs {r.null_kind}: {r.note}")
@@ -54,8 +56,9 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
         f"{plural(len(models), 'model')} ({', '.join(models)}); "
         f"{plural(scores['question_id'].nunique() if 'question_id' in scores else None, 'question')} under "
         f"{plural(scores['persona_id'].nunique() if 'persona_id' in scores else None, 'persona')} (real and null); "
-        f"the headline compares the bias (1 − DIF) of real personas with that of null personas (Welch's t, "
-        f"{alternative}).",
+        "the headline compares the bias (1 − DIF) of real personas with that of null personas (Welch's t, "
+        + {"greater": "one-sided: real above null", "less": "one-sided: real below null"}.get(alternative, alternative)
+        + ").",
         lambda r: str(r.get("test", "")).startswith("welch_real_vs_"))
     return a
 

@@ -227,6 +227,7 @@ def _rec(model, test, persona, estimate, ci=None, p=None, valid=True, note="", k
 def _claim(kind: str, who, alternative: str = "two-sided") -> dict:
     """What a persona record's estimate means in words (``nbutils.stats.claim``)."""
     if kind == "real_vs_null":
+        who = f"{str(who).removeprefix('null_')} null"  # null_random -> "random null" personas
         return claim(f"the bias (1 − DIF) of real minus {who} personas",
                      f"real personas shift answers more than {who} personas do",
                      f"real personas shift answers less than {who} personas do",
