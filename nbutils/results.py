@@ -321,9 +321,19 @@ def fallback_words(record: dict, fallback_test: str, records: Iterable[dict] = (
 # ---------------------------------------------------------------- paragraphs
 
 def headline_records(summary: dict, select: Callable[[dict], bool] | None = None) -> list[dict]:
-    """The records a study calls its headline (``headline`` True unless ``select`` says otherwise)."""
+    """The records a study calls its headline (``headline`` True unless ``select`` says otherwise), less an invalid
+    one that a fallback among them stands in for (the fallback's sentence says why it is not estimable)."""
     recs = summary.get("records") or []
-    return [r for r in recs if (select(r) if select else r.get("headline"))]
+    return replaced_dropped([r for r in recs if (select(r) if select else r.get("headline"))])
+
+
+def replaced_dropped(recs: list[dict]) -> list[dict]:
+    """``recs`` without the invalid records a fallback among them names in ``fallback_for`` (same model and
+    condition)."""
+    fallbacks = [r for r in recs if r.get("fallback_for")]
+    return [r for r in recs if r.get("valid", True) or not any(
+        f["fallback_for"] == r.get("test") and all(f.get(k) == r.get(k) for k in ("model", "condition"))
+        for f in fallbacks)]
 
 
 def _sentence_case(c: str) -> str:

@@ -144,7 +144,11 @@ def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
     cmh = record("cmh", "upward", 0.0, None, math.log(0.30), math.log(3.32), 1.0, model="m",
                  condition="concept_learning", headline=True, fallback_for="glmm_lrt",
                  hypothesis=claims.gap("concept_learning"))
-    text = results_text({**_mono_summary(cmh), "records": [glmm, cmh]})
+    text = results_text({**_mono_summary(cmh), "records": [{**glmm, "headline": True}, cmh]})
+    assert text.count("- m, concept learning:") == 1  # the degenerate test is not a line of its own
+    assert text == results_text({**_mono_summary(cmh), "records": [glmm, cmh]})
+    generic = results.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
+    assert generic.count("\n- ") == 1 and "It stands in for the headline test" in generic
     assert "OR = 1.00, 95% CI [0.30, 3.32], p > .999 (Mantel–Haenszel odds ratio, CMH test)" in text
     assert ("It stands in for the headline test (binomial GLMM, lme4, likelihood-ratio test), which is not estimable "
             "here (random-effect SD 50.7 on the logit scale: quasi-separation).") in text

@@ -1,7 +1,7 @@
 """The monotonicity (concept learning) study's results in words, from its ``summary.json``."""
 from __future__ import annotations
 
-from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, sentence
+from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 
@@ -25,7 +25,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
               f"conditions: {', '.join(CONDITION_NAMES.get(c, c) for c in conds) or '?'}"
               + (f"; {prompts}" if prompts else "") + ".")
     records = summary.get("records", [])
-    recs = [r for r in records if r.get("headline")]
+    recs = replaced_dropped([r for r in records if r.get("headline")])
     lines, caveats = [], []
     for m in models:
         per = summary.get(m, {}).get("conditions", {})
