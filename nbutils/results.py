@@ -195,12 +195,16 @@ def _unreadable(record: dict, h: dict, alpha: float) -> str | None:
     """Why the record's numbers cannot be printed, or None."""
     if not record.get("valid", True):
         return reason(record)
-    if not _finite(record.get("estimate")):
-        return "no estimate"
     p = record.get("p")
     if p is not None and not (isinstance(p, float) and math.isnan(p)) and not _p_ok(p):
         return f"its p-value {p!r} is not a probability"
+    if not _finite(record.get("estimate")):
+        if h.get("sided") == "none" and _finite(p):
+            return None  # a test without an estimate (Breslow–Day): its p is its result
+        return "no estimate"
     est, lo, hi, _ = _shown(record, h)
+    if not _finite(record.get("estimate")):
+        return None
     if not _finite(est) or est == 0 and h.get("scale") == "log_odds_ratio":
         return "the odds ratio is too large or too small to print"
     if (_finite(record.get("ci_low")) and _finite(record.get("ci_high"))
@@ -218,6 +222,8 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
         return f"not estimable ({why})"
     scale = h.get("scale", "number")
     est, lo, hi, null = _shown(record, h)
+    if not _finite(est):  # a test without an estimate: its p only
+        return fmt_p(record.get("p"), alpha)
     fmt = _formatter(scale)
     if scale in ("proportion", "points"):
         digits = 1

@@ -171,6 +171,16 @@ def _tol(text: str, value: float) -> bool:
     return abs(shown - value) <= 0.5 * 10 ** -decimals * (1 + 1e-9) + 1e-12 * abs(value)
 
 
+def _p_agrees(op: str, text: str, p: float, alpha: float) -> bool:
+    """Is the printed p (``op`` ``text``) true of ``p`` and on the same side of ``alpha``?"""
+    printed = float(text)
+    if op == "=":
+        return _tol(text, p) and (printed < alpha) == (p < alpha)
+    if op == "<":  # "p < .001", "p < .05": below a bound that is itself at or under alpha
+        return p < alpha and p < printed <= alpha
+    return p >= alpha and p >= printed >= alpha  # "p > .999", "p ≥ .05"
+
+
 def _random_record(rng) -> dict:
     scale = _SCALES[rng.integers(4)]
     null = {"proportion": [0.5, 1 / 3, 0.25][rng.integers(3)], "number": [0.0, 0.5][rng.integers(2)]}.get(scale, 0.0)
@@ -216,6 +226,12 @@ def test_property_sentences_agree_with_their_records_in_direction_verdict_and_nu
         p_missing = p is None or (isinstance(p, float) and math.isnan(p))
         shown = {"log_odds_ratio": lambda v: math.exp(v), "proportion": lambda v: 100 * v,
                  "points": lambda v: 100 * v}.get(h["scale"], lambda v: v)
+        if rec["valid"] and not math.isfinite(est) and h["sided"] == "none" and p_prob:  # a test without an estimate
+            seen.add("p only")
+            m = re.search(r": p (?P<op>[<=>≥]) (?P<p>\.\d+) \(", text)
+            assert m and _p_agrees(m["op"], m["p"], p, alpha) and not re.search(r"\w = -?\d", text), (rec, text)
+            assert text.startswith("DIFFERWORDS: " if p < alpha else "no evidence at α = .05 that DIFFERWORDS: "), text
+            continue
         readable = (rec["valid"] and math.isfinite(est) and (p_prob or p_missing)
                     and (h["scale"] != "log_odds_ratio" or -745 < est < 709)
                     and (rec["ci_low"] is None or rec["ci_low"] <= est <= rec["ci_high"]))
@@ -239,13 +255,7 @@ def test_property_sentences_agree_with_their_records_in_direction_verdict_and_nu
             assert m["op"] is None and "no test" in text and not re.search("MOREWORDS|LESSWORDS|no evidence", text)
             continue
         significant = p < alpha
-        printed = float(m["p"])
-        if m["op"] == "=":
-            assert _tol(m["p"], p) and (printed < alpha) == significant, (rec, text)
-        elif m["op"] == "<":  # "p < .001", "p < .05": below a bound that is itself at or under alpha
-            assert significant and p < printed <= alpha, (rec, text)
-        else:  # "p > .999", "p ≥ .05"
-            assert not significant and p >= printed >= alpha, (rec, text)
+        assert _p_agrees(m["op"], m["p"], p, alpha), (rec, text)
         side = "MOREWORDS" if est > h["null"] else "LESSWORDS" if est < h["null"] else None
         other = {"MOREWORDS": "LESSWORDS", "LESSWORDS": "MOREWORDS", None: "MOREWORDS|LESSWORDS"}[side]
         if significant and h["sided"] == "none":
@@ -259,7 +269,7 @@ def test_property_sentences_agree_with_their_records_in_direction_verdict_and_nu
             words = {"two-sided": "DIFFERWORDS", "greater": "MOREWORDS", "less": "LESSWORDS", "none": "DIFFERWORDS"}
             assert text.startswith(f"no evidence at α = .05 that {words[h['sided']]}: "), (rec, text)
             assert len(re.findall("MOREWORDS|LESSWORDS|DIFFERWORDS", text)) == 1, (rec, text)
-    assert seen == {"invalid", "descriptive", "effect", "MOREWORDS", "LESSWORDS", "none"}
+    assert seen == {"invalid", "descriptive", "effect", "MOREWORDS", "LESSWORDS", "none", "p only"}
 
 
 @pytest.fixture(scope="module")
