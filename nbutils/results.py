@@ -203,13 +203,17 @@ def _unreadable(record: dict, h: dict, alpha: float) -> str | None:
             return None  # a test without an estimate (Breslow–Day): its p is its result
         return "no estimate"
     est, lo, hi, _ = _shown(record, h)
-    if not _finite(record.get("estimate")):
-        return None
     if not _finite(est) or est == 0 and h.get("scale") == "log_odds_ratio":
         return "the odds ratio is too large or too small to print"
     if (_finite(record.get("ci_low")) and _finite(record.get("ci_high"))
             and not record["ci_low"] <= record["estimate"] <= record["ci_high"]):
         return "its confidence interval does not contain its estimate"
+    sided, null, e = h.get("sided", "two-sided"), h.get("null", 0.0), record["estimate"]
+    if _finite(p) and p < alpha and sided != "none" and (
+            e == null or (sided == "greater" and e < null) or (sided == "less" and e > null)):
+        # a significant p whose estimate sits on the null or on the side its test does not look at: the p and the
+        # estimate come from different places, and no sentence can say both
+        return f"its p-value is below α but its estimate is {'at' if e == null else 'on the other side of'} the null"
     return None
 
 
@@ -272,10 +276,7 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
         return "none"
     if sided == "none":
         return "effect"
-    side = "more" if est > null else "less" if est < null else "equal"
-    if side == "equal" or (sided == "greater" and side != "more") or (sided == "less" and side != "less"):
-        return "none"  # a test that cannot be read as evidence for the side the estimate lies on
-    return side
+    return "more" if est > null else "less"  # _unreadable has ruled out the null and the side a test ignores
 
 
 def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = ()) -> str:
