@@ -5,7 +5,7 @@ The profile shares ``summary.json`` with the study whose run it reads, so its pa
 """
 from __future__ import annotations
 
-from ...results import ALPHA, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
+from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
 from ...stats import claim
 
 TOP_SHOWN = 3  # cues named in the discovery line
@@ -42,7 +42,7 @@ def results_text(summary: dict) -> str:
     named = "; ".join(f"`{r['term']}` → {r.get('cue_label', '?')} "
                       f"(cueness {fmt_num(r.get('estimate'))}, Holm {fmt_p(r.get('p_holm'), alpha)})"
                       for r in found[:TOP_SHOWN])
-    lines.append(f"Strongest cues: {named}. {len(sig)} of the top {len(found)} skew the labels at α = {alpha:g} "
+    lines.append(f"Strongest cues: {named}. {len(sig)} of the top {len(found)} skew the labels at α = {fmt_alpha(alpha)} "
                  f"after Holm correction over all {c.get('n_features', '?')} features"
                  + (": the dataset itself carries cues a model could exploit." if sig else
                     ": no evidence that the labels follow a surface feature in this dataset."))
@@ -55,7 +55,7 @@ def results_text(summary: dict) -> str:
         n_flag_acc = sum(1 for r in a if r.get("flag"))
         n_flag_dist = sum(1 for r in dist if r.get("condition") == m and r.get("flag"))
         line = (f"{m}: {n_used} of the top {plural(len(found), 'cue')} flagged as used by both tests "
-                f"({n_flag_acc} by the accuracy test, {n_flag_dist} by the distribution test, Holm at α = {alpha:g})")
+                f"({n_flag_acc} by the accuracy test, {n_flag_dist} by the distribution test, Holm at α = {fmt_alpha(alpha)})")
         if best is not None:
             shown = {**_no_who(best), "p": best.get("p_holm"),
                      "hypothesis": best.get("hypothesis") or accuracy_claim(best.get("term"))}
