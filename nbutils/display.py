@@ -13,6 +13,7 @@ What the view does to the numbers, and only to the view:
 - proportions (accuracy, shares, rates, agreement, chance, and the interval of a table whose estimate is one) read
   in percent, ``66.7%``, and differences of proportions (gap, diff, Δ accuracy) in percentage points, ``-12.3 pp``,
   the unit the results in words use; the CSV tables keep proportions;
+- odds ratios never read 0.000: significant digits where the fixed places would round them to zero;
 - missing values are blank (a combination that does not exist is not a number);
 - a record that cannot be estimated on the design (``valid`` False) shows "not estimable (reason)" in place of its
   numbers;
@@ -28,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from .paths import resolve, summary_path
-from .results import _finite, fmt_num, fmt_p, reason
+from .results import _finite, fmt_num, fmt_p, fmt_ratio, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -42,6 +43,7 @@ _PROPORTION = re.compile(r"^(accuracy|acc_.*|.*_accuracy|accuracy_.*|share_.*|.*
                          r"agreement|.*_agreement|mirror_agreement_.*)$")
 _POINTS = re.compile(r"^(gap|diff|delta_acc|acc_diff|accuracy_change)$")
 _OWN_CI = re.compile(r"^(?P<base>.+)_ci_(low|high)$")
+_RATIO = re.compile(r"^(odds_ratio|or_mh|(or|or_mh|odds_ratio)_ci_(low|high))$")  # odds ratios: never 0.000
 
 
 def fmt_p_cell(p) -> str:
@@ -116,6 +118,9 @@ def compact(df: pd.DataFrame, key: list[str] | None = None, digits: int = 3) -> 
             out[c] = [fmt_p_cell(v) for v in s]
         elif unit:
             out[c] = [_fmt_unit(v.item() if hasattr(v, "item") else v, unit) for v in s]
+        elif _RATIO.match(str(c)) and pd.api.types.is_numeric_dtype(s):
+            out[c] = [fmt_ratio(v, digits) if _finite(v) else fmt_cell(v) for v in (x.item() if hasattr(x, "item") else x
+                                                                                    for x in s)]
         elif pd.api.types.is_integer_dtype(s) or (_COUNT.match(str(c)) and _whole(s)):
             out[c] = [fmt_cell(v, 0) for v in s]
         else:

@@ -44,6 +44,9 @@ def test_proportions_read_in_percent_and_differences_in_points_in_the_view_only(
     logit = pd.DataFrame({"estimate": [0.7], "ci_low": [0.3], "ci_high": [1.1], "accuracy": [0.6]})
     assert compact(logit).iloc[0].tolist() == ["0.700", "0.300", "1.100", "60.0%"]
     assert fmt_p_cell(1.2) == "not a p (1.2)" and fmt_p_cell(-0.0) == "not a p (-0.0)"
+    assert fmt_p_cell(0.0496) == ".0496"  # beside a star, never ".050"
+    odds = pd.DataFrame({"odds_ratio": [1.0], "or_ci_low": [9.1e-4], "or_ci_high": [1099.95]})
+    assert compact(odds).iloc[0].tolist() == ["1.000", "0.00091", "1099.950"]
 
 
 def test_a_labelled_index_becomes_columns_and_a_missing_combination_is_blank():
