@@ -121,7 +121,7 @@ def fmt_ratio(x, digits: int = 2) -> str:
     never 0); scientific from 10,000 up."""
     if not _finite(x):
         return "n/a"
-    if 0 < abs(x) < 10 ** -digits or (0 < abs(x) < 1 and float(f"{x:.{digits}f}") == 0):
+    if 0 < abs(x) < 10 ** -digits:
         return f"{x:.2g}"
     return fmt_num(x, digits)
 
@@ -135,7 +135,7 @@ def fmt_ci(lo, hi, digits: int = 2, fmt: Callable | None = None, unit: str = "")
 def reason(record: dict) -> str:
     """Why a record cannot be read: the part of its note after the description (which comes first)."""
     parts = [p.strip() for p in str(record.get("note") or "").split(";") if p.strip()]
-    return parts[-1] if len(parts) > 1 else (parts[0] if parts else "not estimable on this design")
+    return parts[-1] if len(parts) > 1 else (parts[0] if parts else "no reason recorded")
 
 
 # ---------------------------------------------------------------- what a record declares
@@ -159,13 +159,7 @@ def _shown(record: dict, h: dict):
     scale = h.get("scale", "number")
     if scale == "log_odds_ratio":
         def ex(v):
-            if not _finite(v):
-                return None
-            try:
-                out = math.exp(v)
-            except OverflowError:
-                return math.inf
-            return out
+            return (math.exp(v) if v < 709.78 else math.inf) if _finite(v) else None
         return ex(est), ex(lo), ex(hi), math.exp(null)
     if scale in ("proportion", "points"):
         sc = (lambda v: 100 * v if _finite(v) else None)
@@ -179,16 +173,14 @@ def _formatter(scale: str):
     return fmt_num
 
 
-def _fmt_distinct(x: float, null: float, fmt: Callable, digits: int) -> tuple[str, int]:
+def _fmt_distinct(x: float, null: float, fmt: Callable, digits: int) -> str:
     """``x`` with as many digits (up to 6) as it takes not to print as the null value when it is not the null."""
     d = digits
     while d < 6 and x != null and fmt(x, d) == fmt(null, d):
         d += 1
     if x != null and fmt(x, d) == fmt(null, d):  # closer to the null than six places: significant digits
-        for k in range(2, 18):
-            if float(f"{x:.{k}g}") != null:
-                return f"{x:.{k}g}", d
-    return fmt(x, d), d
+        return next(f"{x:.{k}g}" for k in range(2, 18) if float(f"{x:.{k}g}") != null)
+    return fmt(x, d)
 
 
 def _unreadable(record: dict, h: dict, alpha: float) -> str | None:
@@ -234,7 +226,7 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     # where the words claim a side, the estimate never prints as the null value itself (OR = 1.00 beside "upward
     # concepts were learned better"); elsewhere the null is what a near-null estimate should look like
     claims_side = verdict(record, alpha) in ("more", "less", "effect")
-    text, d = _fmt_distinct(est, null, fmt, digits) if claims_side else (fmt(est, digits), digits)
+    text = _fmt_distinct(est, null, fmt, digits) if claims_side else fmt(est, digits)
     unit = "%" if scale == "proportion" else (" points" if scale == "points" else "")
     ci_unit = "%" if scale == "proportion" else ""
     bits = [f"{h.get('symbol', 'estimate')} = {text}{unit}"]
