@@ -271,14 +271,14 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
     return "more" if est > null else "less"  # _unreadable has ruled out the null and the side a test ignores
 
 
-def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = ()) -> str:
+def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *, who: bool = True) -> str:
     """One record in words: the verdict in the words of the side the data point to, then the numbers, then what
     was tested and how. ``records`` (the run's other records) let a fallback headline name why the test it stands
-    in for is not estimable."""
+    in for is not estimable; ``who=False`` leaves out the model and condition (a line that names them already)."""
     h = claim_of(record)
-    who = " · ".join(str(record[k]).replace("_", " ") if k == "condition" else str(record[k])
-                     for k in ("model", "condition") if record.get(k))
-    lead = f"{who} — " if who else ""
+    names = " · ".join(str(record[k]).replace("_", " ") if k == "condition" else str(record[k])
+                       for k in ("model", "condition") if record.get(k)) if who else ""
+    lead = f"{names} — " if names else ""
     what, method = h.get("what", "the estimate"), _method(record)
     v = verdict(record, alpha)
     if v == "invalid":

@@ -137,6 +137,14 @@ def test_case_machine_wording_plurals_test_names_and_punctuation():
     assert "which is not evidence that it does not" not in words
 
 
+def test_a_fallback_headline_names_the_reason_of_its_own_model_not_another():
+    glmm = [record("glmm_lrt", "upward", valid=False, model=m, condition="concept_learning", note=f"gap; {why}")
+            for m, why in (("a", "reason of a"), ("b", "reason of b"))]
+    cmh = record("cmh", "upward", 0.0, None, -1.0, 1.0, 1.0, model="b", condition="concept_learning", headline=True,
+                 fallback_for="glmm_lrt", hypothesis=claims.gap("concept_learning"))
+    assert results.sentence(cmh, records=[*glmm, cmh], who=False).endswith("not estimable here (reason of b).")
+
+
 def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
     glmm = record("glmm_lrt", "upward", valid=False, model="m", condition="concept_learning",
                   note="log odds ratio upward vs downward; random-effect SD 50.7 on the logit scale: quasi-separation",

@@ -57,9 +57,9 @@ def results_text(summary: dict) -> str:
         line = (f"{m}: {n_used} of the top {plural(len(found), 'cue')} flagged as used by both tests "
                 f"({n_flag_acc} by the accuracy test, {n_flag_dist} by the distribution test, Holm at α = {fmt_alpha(alpha)})")
         if best is not None:
-            shown = {**_no_who(best), "p": best.get("p_holm"),
+            shown = {**best, "p": best.get("p_holm"),
                      "hypothesis": best.get("hypothesis") or accuracy_claim(best.get("term"))}
-            line += f"; the clearest accuracy difference, {sentence(shown, alpha)}"
+            line += f"; the clearest accuracy difference, {sentence(shown, alpha, who=False)}"
         elif not n_used:
             line += "."
         line += (" The model's answers follow surface features of the prompt here, not only the task." if n_used else
@@ -78,7 +78,3 @@ def results_text(summary: dict) -> str:
     return paragraph("Do surface features of the prompts predict the label, and does the model use them?", design,
                      lines, caveats)
 
-
-def _no_who(r: dict) -> dict:
-    """The record without its model (the line already names it)."""
-    return {k: v for k, v in r.items() if k not in ("model", "condition")}

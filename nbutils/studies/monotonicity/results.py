@@ -38,10 +38,10 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
             if rec is None:
                 lines.append(f"{acc}; no headline test.")
                 continue
-            lines.append(f"{acc}. {_cap(sentence(_no_who(rec), alpha, records))}")
+            lines.append(f"{acc}. {_cap(sentence(rec, alpha, records, who=False))}")
         inter = next((r for r in recs if r.get("model") == m and r.get("term") == "upward:explicit"), None)
         if inter is not None:
-            lines.append(f"{m}: {sentence(_no_who(inter), alpha, records)}")
+            lines.append(f"{m}: {sentence(inter, alpha, records, who=False)}")
     if isinstance(k, int) and k < 5:
         caveats.append(f"with {plural(k, 'threshold')} the results are about {'this threshold' if k == 1 else 'these thresholds'} "
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
@@ -51,7 +51,3 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     return paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
                      caveats)
 
-
-def _no_who(r: dict) -> dict:
-    """The record without model and condition (the line already names them)."""
-    return {k: v for k, v in r.items() if k not in ("model", "condition")}
