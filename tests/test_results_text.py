@@ -116,6 +116,10 @@ def test_case_notes_response_bias_identical_conditions_and_precision_reach_the_w
     assert "identically in both conditions" in text
     assert "Precision, m: 8bit vs float32: the same answer on 95.0% of 120 prompts (95% CI [90.0%, 98.0%])" in text
     assert "no evidence at α = .05 that m's accuracy changes between float32 and 8bit: difference = -2.0 points" in text
+    custom = results.note_lines({"_notes": ["m: chooses 'No' for every prompt (pure response bias)"]})
+    personas = results.note_lines({"_notes": ["m: answers 'B' to every question (pure letter bias)"]})
+    assert custom[0].startswith("m answers 'No' to every prompt: a pure response bias")
+    assert personas[0].startswith("m answers 'B' to every question: a pure response bias")
 
 
 def test_case_machine_wording_plurals_test_names_and_punctuation():
