@@ -309,7 +309,7 @@ def _none_words(record: dict, h: dict) -> str:
 
 
 def fallback_words(record: dict, fallback_test: str, records: Iterable[dict] = ()) -> str:
-    """``This test stands in for the binomial GLMM, which is not estimable here (reason).``"""
+    """``It stands in for the headline test (binomial GLMM, …), which is not estimable here (reason).``"""
     same = [r for r in records if r.get("test") == fallback_test and not r.get("valid", True)
             and all(r.get(k) == record.get(k) for k in ("model", "condition") if record.get(k) is not None)]
     name = METHODS.get(fallback_test, fallback_test.replace("_", " "))
