@@ -10,6 +10,10 @@ What the view does to the numbers, and only to the view:
 - p-values (columns named ``p``, ``p_*`` or ``*_p``) read ``< .001``, ``.032``, ``> .999``;
 - other numbers are rounded to ``digits`` places, never shown as ``-0.000``, and in scientific notation only from
   10,000 up, so one huge value does not turn a whole column into exponents;
+- proportions (accuracy, shares, rates, agreement, chance, and the interval of a table whose estimate is one) read
+  in percent, ``66.7%``, and differences of proportions (gap, diff, Δ accuracy) in percentage points, ``-12.3 pp``,
+  the unit the results in words use; the CSV tables keep proportions;
+- odds ratios never read 0.000: significant digits where the fixed places would round them to zero;
 - missing values are blank (a combination that does not exist is not a number);
 - a record that cannot be estimated on the design (``valid`` False) shows "not estimable (reason)" in place of its
   numbers;
@@ -25,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from .paths import resolve, summary_path
-from .results import _finite, fmt_num, fmt_p, reason
+from .results import _finite, fmt_num, fmt_p, fmt_ratio, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -34,9 +38,49 @@ _NUMBERS = ("estimate", "cell", "se", "ci_low", "ci_high", "statistic", "df", "p
             "ci", "t", "stat", "se_delta")
 
 
+# proportions, shown in percent; differences of proportions, shown in percentage points
+_PROPORTION = re.compile(r"^(accuracy|acc_.*|.*_accuracy|accuracy_.*|share_.*|.*_share|yes_rate|tpr|tnr|chance|"
+                         r"agreement|.*_agreement|mirror_agreement_.*)$")
+_POINTS = re.compile(r"^(gap|diff|delta_acc|acc_diff|accuracy_change)$")
+_OWN_CI = re.compile(r"^(?P<base>.+)_ci_(low|high)$")
+_RATIO = re.compile(r"^(odds_ratio|or_mh|(or|or_mh|odds_ratio)_ci_(low|high))$")  # odds ratios: never 0.000
+
+
 def fmt_p_cell(p) -> str:
-    """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing."""
-    return fmt_p(p)[2:].removeprefix("= ") if _finite(p) else ""
+    """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing;
+    a value that is not a probability says so instead of passing for one."""
+    if not _finite(p):
+        return ""
+    try:
+        return fmt_p(p)[2:].removeprefix("= ")
+    except ValueError:
+        return f"not a p ({p!r})"
+
+
+def unit_of(column: str, columns) -> str:
+    """``%`` for a proportion column, ``pp`` for a difference of proportions, ``""`` otherwise; a bare ``ci_low`` /
+    ``ci_high`` takes the unit of the table's estimate (its accuracy, agreement or difference) when it has one."""
+    c = str(column)
+    own = _OWN_CI.match(c)
+    if own:
+        c = own["base"]
+    elif c in ("ci_low", "ci_high"):
+        cols = [str(x) for x in columns]
+        if "estimate" in cols or "odds_ratio" in cols or any(x.startswith("dprime") or x == "dif" for x in cols):
+            return ""
+        points = [x for x in cols if _POINTS.match(x)]
+        if points:
+            return "pp"
+        return "%" if any(x in ("accuracy", "agreement") for x in cols) else ""
+    if _POINTS.match(c):
+        return "pp"
+    return "%" if _PROPORTION.match(c) else ""
+
+
+def _fmt_unit(x, unit: str) -> str:
+    if not _finite(x):
+        return fmt_cell(x)
+    return f"{fmt_num(100 * x, 1)}%" if unit == "%" else f"{fmt_num(100 * x, 1)} pp"
 
 
 def fmt_cell(x, digits: int = 3) -> str:
@@ -69,8 +113,14 @@ def compact(df: pd.DataFrame, key: list[str] | None = None, digits: int = 3) -> 
     out = pd.DataFrame(index=df.index)
     for c in cols:
         s = df[c]
+        unit = unit_of(c, df.columns) if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) else ""
         if is_p_column(c):
             out[c] = [fmt_p_cell(v) for v in s]
+        elif unit:
+            out[c] = [_fmt_unit(v.item() if hasattr(v, "item") else v, unit) for v in s]
+        elif _RATIO.match(str(c)) and pd.api.types.is_numeric_dtype(s):
+            out[c] = [fmt_ratio(v, digits) if _finite(v) else fmt_cell(v) for v in (x.item() if hasattr(x, "item") else x
+                                                                                    for x in s)]
         elif pd.api.types.is_integer_dtype(s) or (_COUNT.match(str(c)) and _whole(s)):
             out[c] = [fmt_cell(v, 0) for v in s]
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .stats import record, wilson
+from .stats import claim, record, wilson
 
 ORDER = ("float32", "bfloat16", "float16", "8bit", "4bit")  # most exact first
 CLOSE_CALL = 0.5  # nats: a reference decision this close is a close call
@@ -112,7 +112,12 @@ def compare(scores: pd.DataFrame, id_column: str, headline=None, close_call: flo
                 row.update(accuracy_reference=float(r["correct"].mean()), accuracy=float(o["correct"].mean()),
                            accuracy_change=diff, mcnemar_reference_only=b, mcnemar_other_only=c, mcnemar_p=p)
                 recs.append(record("precision_mcnemar_exact", term, diff, p=p, n=n, reference_only=b, other_only=c,
-                                   note="accuracy at this precision minus the reference's; exact McNemar p"))
+                                   note="accuracy at this precision minus the reference's; exact McNemar p",
+                                   hypothesis=claim(f"accuracy at {label} minus at {ref_label} ({model})",
+                                                    f"{model} was more accurate at {label} than at {ref_label}",
+                                                    f"{model} was less accurate at {label} than at {ref_label}",
+                                                    f"{model}'s accuracy changes between {ref_label} and {label}",
+                                                    scale="points")))
             else:
                 row.update(accuracy_reference=np.nan, accuracy=np.nan, accuracy_change=np.nan,
                            mcnemar_reference_only=np.nan, mcnemar_other_only=np.nan, mcnemar_p=np.nan)

@@ -45,19 +45,46 @@ def stars(p: float) -> str:
 RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
 
 
+SCALES = ("log_odds_ratio", "proportion", "points", "number")
+SIDES = ("two-sided", "greater", "less", "none")
+
+
+def claim(what: str, more: str, less: str, differ: str | None = None, *, scale: str = "number", null: float = 0.0,
+          sided: str = "two-sided", symbol: str | None = None) -> dict:
+    """What a record's estimate is and what its sides mean, for the sentence engine (``nbutils.results``).
+
+    ``what``: the quantity in words ("the upward − downward gap under concept learning"); ``more`` / ``less``: the
+    finding when the estimate is significantly above / below ``null`` ("upward concepts were learned better than
+    downward ones"); ``differ``: the two-sided question ("upward and downward concepts differ"). ``scale``: how the
+    estimate is shown: ``log_odds_ratio`` (as an odds ratio), ``proportion`` (percent; ``null`` is chance),
+    ``points`` (a difference of proportions in percentage points) or ``number``. ``sided``: the test's alternative
+    (``greater`` reads only ``more`` as evidence; ``none``: a test without a direction, e.g. a chi-square).
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale: must be one of {list(SCALES)}, got {scale!r}")
+    if sided not in SIDES:
+        raise ValueError(f"sided: must be one of {list(SIDES)}, got {sided!r}")
+    default = {"log_odds_ratio": "OR", "proportion": "accuracy", "points": "difference"}.get(scale, "estimate")
+    return {"what": what, "symbol": symbol or default, "scale": scale, "null": float(null), "sided": sided,
+            "more": more, "less": less, "differ": differ or f"{what} differs from its null value"}
+
+
 def record(test: str, term: str, estimate=None, se=None, ci_low=None, ci_high=None, p=None, *, valid: bool = True,
-           note: str = "", condition: str | None = None, **extra) -> dict:
+           note: str = "", condition: str | None = None, hypothesis: dict | None = None, **extra) -> dict:
     """One inferential result as ``summary.json`` lists it (``summary["records"]``), with every key of RECORD_KEYS.
 
     ``test`` names the procedure and, for models, the model (e.g. ``"glmm_lrt"``, ``"gee_bias_reduced"``, ``"cmh"``);
     ``valid`` is False when the result must not be read (singular or non-converged fit, too few clusters…) and
-    ``note`` then says why. Extra keys (``df``, ``statistic``, ``n``, ``p_holm``…) are kept after the standard ones.
+    ``note`` then says why. ``hypothesis`` (``claim``) declares what the sentence engine needs to put the record in
+    words. Extra keys (``df``, ``statistic``, ``n``, ``p_holm``…) are kept after the standard ones.
     """
     def num(x):
         return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
     out = {"test": str(test), "condition": condition, "term": str(term), "estimate": num(estimate), "se": num(se),
            "ci_low": num(ci_low), "ci_high": num(ci_high), "p": num(p), "valid": bool(valid), "note": str(note)}
     out.update(extra)
+    if hypothesis is not None:
+        out["hypothesis"] = hypothesis
     return out
 
 

@@ -32,6 +32,23 @@ def test_key_columns_first_counts_whole_and_a_record_that_cannot_be_estimated_sh
                                     "not estimable (needs at least 3 thresholds for clustered inference)", "", "", "", ""]
 
 
+def test_proportions_read_in_percent_and_differences_in_points_in_the_view_only():
+    acc = pd.DataFrame({"model": ["m"], "group": ["g"], "n": [3], "accuracy": [2 / 3], "ci_low": [0.2077],
+                        "ci_high": [0.9385], "chance": [0.5], "p_binom": [1.0]})
+    assert compact(acc).iloc[0].tolist() == ["m", "g", "3", "66.7%", "20.8%", "93.8%", "50.0%", "> .999"]
+    gap = pd.DataFrame({"acc_up": [0.21], "acc_down": [0.88], "gap": [-0.67], "gap_ci_low": [-0.9], "gap_ci_high": [-0.4],
+                        "or_mh": [0.04]})
+    assert compact(gap).iloc[0].tolist() == ["21.0%", "88.0%", "-67.0 pp", "-90.0 pp", "-40.0 pp", "0.040"]
+    contrast = pd.DataFrame({"acc_a": [0.5], "acc_b": [0.25], "diff": [0.25], "ci_low": [0.01], "ci_high": [0.49]})
+    assert compact(contrast).iloc[0].tolist() == ["50.0%", "25.0%", "25.0 pp", "1.0 pp", "49.0 pp"]
+    logit = pd.DataFrame({"estimate": [0.7], "ci_low": [0.3], "ci_high": [1.1], "accuracy": [0.6]})
+    assert compact(logit).iloc[0].tolist() == ["0.700", "0.300", "1.100", "60.0%"]
+    assert fmt_p_cell(1.2) == "not a p (1.2)" and fmt_p_cell(-0.0) == "not a p (-0.0)"
+    assert fmt_p_cell(0.0496) == ".0496"  # beside a star, never ".050"
+    odds = pd.DataFrame({"odds_ratio": [1.0], "or_ci_low": [9.1e-4], "or_ci_high": [1099.95]})
+    assert compact(odds).iloc[0].tolist() == ["1.000", "0.00091", "1099.950"]
+
+
 def test_a_labelled_index_becomes_columns_and_a_missing_combination_is_blank():
     wide = pd.DataFrame({"1/3": [66.7, np.nan], "1/2": [50.0, 41.2]},
                         index=pd.MultiIndex.from_tuples([("m", "[more than p]"), ("m", "[less than p]")],
@@ -68,7 +85,8 @@ def test_the_cue_profile_in_words_names_the_cues_the_test_and_what_it_means():
     assert "400 classification instances" in text and "200 for testing" in text and "7 features" in text
     assert "`word:more` → Yes (cueness 2.20, Holm p = .007)" in text and "1 of the top 2 skew the labels" in text
     assert "m: 1 of the top 2 cues flagged as used" in text
-    assert "accuracy with it minus without it = 25.0 points, 95% CI [5.0, 41.0], p = .012 (Holm p = .024)" in text
+    assert ("prompts with `word:more` were answered better: difference = 25.0 points, 95% CI [5.0, 41.0], p = .024 "
+            "(accuracy with `word:more` minus without it; Newcombe CI, Fisher's exact test, Holm-adjusted p)") in text
     assert "follow surface features" in text and "cannot be tested" in text
     none = results_text(_cue_summary(0))
     assert "No evidence that the model relies on these cues" in none

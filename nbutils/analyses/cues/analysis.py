@@ -205,7 +205,8 @@ def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = 10, min_c
         profile.records.append(record("cue_accuracy_test", r.feature, estimate=r.delta_acc, ci_low=r.ci_low,
                                       ci_high=r.ci_high, p=r.p, valid=bool(r.n_f and r.n_nf), condition=r.model,
                                       note="acc(S_f) − acc(S_nf) on the test split; Newcombe CI, Fisher exact, Holm "
-                                           f"over the top {len(top)}", p_holm=r.p_holm, flag=bool(r.flag)))
+                                           f"over the top {len(top)}", p_holm=r.p_holm, flag=bool(r.flag),
+                                      hypothesis=results.accuracy_claim(r.feature)))
     for r in dist.itertuples(index=False):
         profile.records.append(record("cue_distribution_test", r.feature, estimate=r.shift, p=r.p_shift,
                                       valid=bool(np.isfinite(r.p_shift)), condition=r.model,

@@ -5,9 +5,17 @@ The profile shares ``summary.json`` with the study whose run it reads, so its pa
 """
 from __future__ import annotations
 
-from ...results import ALPHA, fmt_ci, fmt_num, fmt_p, headline_records, paragraph
+from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
+from ...stats import claim
 
 TOP_SHOWN = 3  # cues named in the discovery line
+
+
+def accuracy_claim(feature) -> dict:
+    """What a cue accuracy test's estimate means in words (``nbutils.stats.claim``)."""
+    return claim(f"accuracy with `{feature}` minus without it", f"prompts with `{feature}` were answered better",
+                 f"prompts with `{feature}` were answered worse", f"accuracy differs with and without `{feature}`",
+                 scale="points")
 
 
 def _records(summary: dict, test: str) -> list[dict]:
@@ -32,9 +40,9 @@ def results_text(summary: dict) -> str:
                          design, lines, ["a larger dataset or a lower `min_count` gives the profile features to rank"])
     sig = [r for r in found if r.get("significant")]
     named = "; ".join(f"`{r['term']}` → {r.get('cue_label', '?')} "
-                      f"(cueness {fmt_num(r.get('estimate'))}, Holm {fmt_p(r.get('p_holm'))})"
+                      f"(cueness {fmt_num(r.get('estimate'))}, Holm {fmt_p(r.get('p_holm'), alpha)})"
                       for r in found[:TOP_SHOWN])
-    lines.append(f"Strongest cues: {named}. {len(sig)} of the top {len(found)} skew the labels at α = {alpha:g} "
+    lines.append(f"Strongest cues: {named}. {len(sig)} of the top {len(found)} skew the labels at α = {fmt_alpha(alpha)} "
                  f"after Holm correction over all {c.get('n_features', '?')} features"
                  + (": the dataset itself carries cues a model could exploit." if sig else
                     ": no evidence that the labels follow a surface feature in this dataset."))
@@ -46,19 +54,21 @@ def results_text(summary: dict) -> str:
         n_used = sum(1 for r in used if r.get("condition") == m and r.get("estimate"))
         n_flag_acc = sum(1 for r in a if r.get("flag"))
         n_flag_dist = sum(1 for r in dist if r.get("condition") == m and r.get("flag"))
-        line = (f"{m}: {n_used} of the top {len(found)} cues flagged as used by both tests "
-                f"({n_flag_acc} by the accuracy test, {n_flag_dist} by the distribution test, Holm at α = {alpha:g})")
+        line = (f"{m}: {n_used} of the top {plural(len(found), 'cue')} flagged as used by both tests "
+                f"({n_flag_acc} by the accuracy test, {n_flag_dist} by the distribution test, Holm at α = {fmt_alpha(alpha)})")
         if best is not None:
-            line += (f"; the clearest accuracy difference is `{best['term']}`: accuracy with it minus without it = "
-                     f"{fmt_num(100 * best['estimate'], 1)} points, "
-                     f"{fmt_ci(100 * best['ci_low'], 100 * best['ci_high'], 1) if best.get('ci_low') is not None else ''}, "
-                     f"{fmt_p(best.get('p'))} (Holm {fmt_p(best.get('p_holm'))})").replace(", ,", ",")
-        line += (". The model's answers follow surface features of the prompt here, not only the task." if n_used else
-                 ". No evidence that the model relies on these cues (which is not evidence that it does not).")
+            shown = {**best, "p": best.get("p_holm"),
+                     "hypothesis": best.get("hypothesis") or accuracy_claim(best.get("term"))}
+            line += f"; the clearest accuracy difference, {sentence(shown, alpha, who=False)}"
+        elif not n_used:
+            line += "."
+        line += (" The model's answers follow surface features of the prompt here, not only the task." if n_used else
+                 " No evidence that the model relies on these cues (a small test split can miss a cue it uses).")
         lines.append(line)
         bad = [r for r in a if not r.get("valid")]
         if bad:
-            caveats.append(f"{m}: {len(bad)} cue(s) never or always present in the test split cannot be tested")
+            caveats.append(f"{m}: {plural(len(bad), 'cue')} never or always present in the test split "
+                           "cannot be tested")
     if not (acc or dist):
         lines.append("The run has no scores, so whether a model uses these cues is not tested.")
     n_test = c.get("n_test")
@@ -67,3 +77,4 @@ def results_text(summary: dict) -> str:
                        "non-significant cue may still be used")
     return paragraph("Do surface features of the prompts predict the label, and does the model use them?", design,
                      lines, caveats)
+

@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, paths, precision
-from ...results import generic_text
+from ...results import generic_text, plural
 from ...runstore import check_int, excluded_notes, load_scores, split_precisions
 from .. import get
+from ..common import claims
 from ..common import quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
 from . import plots, stats
@@ -68,18 +69,17 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
         a.summary["records"] += artifacts.json_clean([
             stats.group_record(r.model, "monotonicity_gap", r.condition, r.gap, r.gap_ci_low, r.gap_ci_high, r.p_cmh,
                           "upward − downward accuracy at matched thresholds (the monotonicity study); CI: bootstrap over thresholds "
-                          "(descriptive); p: Cochran–Mantel–Haenszel, a test about these thresholds only")
+                          "(descriptive); p: Cochran–Mantel–Haenszel, a test about these thresholds only",
+                          claims.gap(r.condition, "points", "gap"))
             for r in t["monotonicity_gap"].itertuples(index=False)])
     a.summary["_notes"] = a.notes
     models = sorted(scores["model"].unique().tolist()) if len(scores) else []
     a.text = generic_text(
         a.summary, "How does the model answer this prompt file?",
-        f"{len(models)} model(s) ({', '.join(models)}); {len(scores) // max(len(models), 1):,} prompts in "
-        f"{scores['group'].nunique() if len(scores) else 0} group(s); per group the accuracy is tested against chance "
-        "(exact binomial, Wilson CI, Holm).",
-        lambda r: r.get("test") in ("accuracy_vs_chance", "monotonicity_gap"),
-        lambda r: ("upward concepts are answered better than downward ones" if r.get("test") == "monotonicity_gap"
-                   else f"group {r.get('term')} is answered above chance"), estimate_name="accuracy")
+        f"{plural(len(models), 'model')} ({', '.join(models)}); {plural(len(scores) // max(len(models), 1), 'prompt')} "
+        f"in {plural(scores['group'].nunique() if len(scores) else 0, 'group')}; per group the accuracy is tested "
+        "against chance (exact binomial, two-sided, Wilson CI, Holm).",
+        lambda r: r.get("test") in ("accuracy_vs_chance", "monotonicity_gap"))
     return a
 
 

@@ -15,7 +15,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from ...artifacts import json_clean
-from ...stats import holm, record, wilson
+from ...stats import claim, holm, record, wilson
+from ..common import claims
 
 ALL = "(all)"  # the pooled row beside the groups
 
@@ -288,15 +289,51 @@ def per_item(df: pd.DataFrame) -> pd.DataFrame:
     return df[[c for c in keep if c in df.columns]].sort_values(["model", "row"]).reset_index(drop=True)
 
 
-def group_record(model, test, group, estimate, ci_low=None, ci_high=None, p=None, note="") -> dict:
+def group_record(model, test, group, estimate, ci_low=None, ci_high=None, p=None, note="", hypothesis=None) -> dict:
     """A record in the shared format (``nbutils.stats.record``; ``term`` is the group), plus ``model`` and ``group``;
-    ``valid`` is False where the estimate is undefined."""
+    ``valid`` is False where the estimate is undefined; ``hypothesis`` (``nbutils.stats.claim``) for its words."""
     try:
         valid = bool(np.isfinite(float(estimate)))
     except (TypeError, ValueError):
         valid = False
     return record(test, group, estimate, ci_low=ci_low, ci_high=ci_high, p=p, valid=valid, note=note or "",
-                  model=model, group=group)
+                  model=model, group=group, hypothesis=hypothesis)
+
+
+def _group_words(group) -> str:
+    return "all prompts" if group == ALL else f"group {group!r}"
+
+
+def _bias_claim(group) -> dict:
+    return claim(f"whether the choices of {_group_words(group)} follow the gold answers' shares", "", "",
+                 f"the choices of {_group_words(group)} lean towards some options more than the gold answers do",
+                 sided="none", symbol="statistic")
+
+
+def _number_claim(what: str, symbol: str) -> dict:
+    return claim(what, f"{what} is above 0", f"{what} is below 0", symbol=symbol)
+
+
+def _contrast_claim(a, b) -> dict:
+    return claim(f"accuracy of group {a!r} minus group {b!r}", f"group {a!r} was answered better than group {b!r}",
+                 f"group {b!r} was answered better than group {a!r}", f"groups {a!r} and {b!r} differ in accuracy",
+                 scale="points")
+
+
+def _clustered_claim(test, term) -> dict:
+    if test == "gee_logit" and isinstance(term, str) and " vs " in term:
+        a, b = term.split(" vs ", 1)
+        return claim(f"the odds of a correct answer in group {a!r} vs {b!r}, clustered by item",
+                     f"group {a!r} was answered better than group {b!r}", f"group {b!r} was answered better than group {a!r}",
+                     f"groups {a!r} and {b!r} differ in accuracy", scale="log_odds_ratio")
+    return claim("whether every group is answered equally well", "", "", "the groups differ in accuracy", sided="none",
+                 symbol="χ²" if test == "cochran_q" else "Wald χ²")
+
+
+def _auc_claim(group) -> dict:
+    return claim(f"how well the margin separates the answers of {_group_words(group)} (AUC)",
+                 "the margin separates the answers better than chance", "the margin separates the answers worse than chance",
+                 "the margin's separation differs from chance", null=0.5, symbol="AUC")
 
 
 def summary_records(t: dict[str, pd.DataFrame]) -> list[dict]:
@@ -307,21 +344,24 @@ def summary_records(t: dict[str, pd.DataFrame]) -> list[dict]:
         p = r.p_holm if r.group != ALL else r.p_binom
         out.append(group_record(r.model, "accuracy_vs_chance", r.group, r.accuracy, r.ci_low, r.ci_high, p,
                            f"n={r.n}, chance={r.chance:.3f}; Wilson CI, exact binomial"
-                           + (", Holm over groups" if r.group != ALL else "")))
+                           + (", Holm over groups" if r.group != ALL else ""),
+                           claims.accuracy_vs_chance(_group_words(r.group), r.chance)))
     for r in t["response_bias"].itertuples(index=False):
         if r.test:
             out.append(group_record(r.model, f"response_bias_{r.test}", r.group, r.statistic, None, None,
-                               r.p_holm if r.group != ALL else r.p, r.note))
+                               r.p_holm if r.group != ALL else r.p, r.note, _bias_claim(r.group)))
     for r in t.get("signal_detection", pd.DataFrame()).itertuples(index=False):
         out.append(group_record(r.model, "d_prime", r.group, r.d_prime, note=f"criterion c={r.criterion:.3f}; log-linear corrected" +
-                           (f"; {r.note}" if r.note else "")))
-        out.append(group_record(r.model, "criterion_c", r.group, r.criterion, note="c < 0: bias towards " + repr(r.signal)))
+                           (f"; {r.note}" if r.note else ""), hypothesis=_number_claim(f"d′ of {_group_words(r.group)}", "d′")))
+        out.append(group_record(r.model, "criterion_c", r.group, r.criterion, note="c < 0: bias towards " + repr(r.signal),
+                                hypothesis=_number_claim(f"criterion c of {_group_words(r.group)}", "c")))
     for r in t["contrasts"].itertuples(index=False):
         out.append(group_record(r.model, "group_contrast", f"{r.group_a} − {r.group_b}", r.diff, r.ci_low, r.ci_high, r.p_holm,
-                           f"{r.test}, Holm over pairs"))
+                           f"{r.test}, Holm over pairs", _contrast_claim(r.group_a, r.group_b)))
     for r in t["clustered_model"].itertuples(index=False):
         out.append(group_record(r.model, r.test, r.term, getattr(r, "estimate", None), getattr(r, "ci_low", None),
-                           getattr(r, "ci_high", None), getattr(r, "p", None), r.note))
+                           getattr(r, "ci_high", None), getattr(r, "p", None), r.note, _clustered_claim(r.test, r.term)))
     for r in t.get("margin_separation", pd.DataFrame()).itertuples(index=False):
-        out.append(group_record(r.model, "margin_auc", r.group, r.auc, p=r.p, note="Mann–Whitney; 0.5 is chance"))
+        out.append(group_record(r.model, "margin_auc", r.group, r.auc, p=r.p, note="Mann–Whitney; 0.5 is chance",
+                                hypothesis=_auc_claim(r.group)))
     return json_clean(out)

@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from ...artifacts import json_clean
 from ...stats import holm, record, sign_flip_test, t_interval, wilson
+from ..common import claims
 from ..common.quantifier_stats import (CONCEPT_KEYS, accuracy_table, appendix_b, matched_thresholds, mixed_model,
                                        pooled_gap, threshold_cells)
 
@@ -165,7 +166,8 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                               note="; ".join(filter(None, [r.meaning, r.note])),
                               condition=r.condition if isinstance(r.condition, str) else None, model=r.model,
                               headline=bool(r.headline), statistic=r.statistic, df=r.df, odds_ratio=r.odds_ratio,
-                              formula=r.formula, random_effects=r.random_effects))
+                              formula=r.formula, random_effects=r.random_effects,
+                              hypothesis=claims.term(r.term, r.condition)))
         else:
             out.append(record(r.test, "(none)", valid=False, note=r.note, model=r.model, headline=bool(r.headline)))
     for r in rows("gap_pooled"):
@@ -174,46 +176,51 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
         out.append(record("signflip_gap", "upward", r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high,
                           r.p_signflip, valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
                           exact=bool(r.signflip_exact),
-                          note="mean over thresholds of the up-vs-down log odds ratio; sign-flip test, t(K−1) CI" + few))
+                          note="mean over thresholds of the up-vs-down log odds ratio; sign-flip test, t(K−1) CI" + few,
+                          hypothesis=claims.gap(r.condition)))
         out.append(record("cluster_bootstrap", "upward", r.gap, ci_low=r.gap_ci_low, ci_high=r.gap_ci_high,
                           valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
                           note="descriptive: accuracy gap, 95% percentile CI resampling thresholds (too narrow "
-                               "with few thresholds: 9-12% false positives at 10 in calibration.json)" + few))
+                               "with few thresholds: 9-12% false positives at 10 in calibration.json)" + few,
+                          hypothesis=claims.gap(r.condition, "points", "gap")))
         log_or = np.log(r.or_mh) if r.or_mh > 0 else np.nan
         ci = [np.log(v) if v > 0 else np.nan for v in (r.or_mh_ci_low, r.or_mh_ci_high)]
         out.append(record("cmh", "upward", log_or, None, ci[0], ci[1], r.p_cmh, condition=r.condition,
                           model=r.model, odds_ratio=r.or_mh, p_holm_models=r.p_holm_models, n_thresholds=k,
                           note="fixed-threshold test (these thresholds only): Mantel-Haenszel log odds ratio, "
-                               "CMH without continuity correction"))
+                               "CMH without continuity correction", hypothesis=claims.gap(r.condition)))
         out.append(record("breslow_day", "upward", p=r.p_breslow_day, condition=r.condition, model=r.model,
                           valid=k >= 2, n_thresholds=k,
-                          note="fixed-threshold test that the odds ratio is the same at every threshold"))
+                          note="fixed-threshold test that the odds ratio is the same at every threshold",
+                          hypothesis=claims.homogeneity()))
     for r in rows("gap_difference"):
         out.append(record("signflip_gap_difference", "upward:explicit", r.log_or_cl_minus_explicit, r.se, r.ci_low,
                           r.ci_high, r.p_signflip, valid=r.n_thresholds >= 2, model=r.model,
                           n_thresholds=int(r.n_thresholds), exact=bool(r.signflip_exact),
                           note="mean over thresholds of the log odds ratio under concept learning minus explicit "
-                               "(> 0: the gap shrinks); sign-flip test, t(K−1) CI"))
+                               "(> 0: the gap shrinks); sign-flip test, t(K−1) CI", hypothesis=claims.gap_difference()))
     for r in rows("gap_by_threshold"):
         out.append(record("fisher", f"upward@{r.family}:{r.threshold}", r.gap, p=r.p_fisher, condition=r.condition,
                           model=r.model, p_holm=r.p_holm,
-                          note="accuracy gap at this threshold only; Holm over the thresholds of a model and condition"))
+                          note="accuracy gap at this threshold only; Holm over the thresholds of a model and condition",
+                          hypothesis=claims.threshold_gap(r.threshold)))
     for r in rows("mcnemar"):
         out.append(record("mcnemar", f"explicit@{r.concept}", r.acc_explicit - r.acc_concept_learning, p=r.p_mcnemar,
                           model=r.model, p_holm=r.p_holm, n=int(r.n_pairs),
                           note="explicit minus concept-learning accuracy on the same prompts; exact McNemar, "
-                               "Holm over the concepts of a model"))
+                               "Holm over the concepts of a model", hypothesis=claims.explicit_vs_learned(r.concept)))
     for r in rows("accuracy"):
         out.append(record("binomial", f"accuracy@{r.concept}", r.accuracy, None, r.ci_low, r.ci_high, r.p_binom,
                           condition=r.condition, model=r.model, p_holm=r.p_holm, n=int(r.n),
-                          note="accuracy vs 0.5: exact binomial test, Wilson CI, Holm within the model"))
+                          note="accuracy vs 0.5: exact binomial test, Wilson CI, Holm within the model",
+                          hypothesis=claims.accuracy_vs_chance(repr(r.concept))))
     for r in rows("dprime_gap"):
         k = int(r.n_thresholds)
         out.append(record("signflip_dprime_gap", "upward", r.dprime_gap_matched, r.se, r.ci_low, r.ci_high,
                           r.p_signflip, valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
                           se_delta=r.se_delta, exact=bool(r.signflip_exact),
                           note="mean over matched thresholds of d′ up − d′ down; sign-flip test, t(K−1) CI; "
-                               "se_delta treats the thresholds as fixed"))
+                               "se_delta treats the thresholds as fixed", hypothesis=claims.dprime_gap()))
     return json_clean(out)
 
 

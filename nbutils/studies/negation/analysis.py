@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
-from ...results import generic_text
+from ...results import generic_text, plural
 from ...runstore import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
@@ -68,12 +68,11 @@ def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
     models = sorted(scores["model"].unique().tolist()) if len(scores) else []
     a.text = generic_text(
         a.summary, "Do models find negation more natural for stereotype-inconsistent behaviour?",
-        f"{len(models)} model(s) ({', '.join(models)}); {scores['item_id'].nunique() if len(scores) else 0} items, each "
+        f"{plural(len(models), 'model')} ({', '.join(models)}); "
+        f"{plural(scores['item_id'].nunique() if len(scores) else 0, 'item')}, each "
         "in a stereotype-consistent and an -inconsistent context, affirmative and negated; the headline is the "
         "deviation-coded context × form interaction on log-perplexity in a linear mixed model.",
-        lambda r: bool(r.get("headline")),
-        lambda r: "context and form interact (negation's perplexity depends on stereotype consistency)",
-        estimate_name="b")
+        lambda r: bool(r.get("headline")))
     return a
 
 

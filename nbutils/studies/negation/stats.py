@@ -26,7 +26,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ...stats import record, stars as _stars
+from ...stats import claim, record, stars as _stars
 
 TERMS = ["Intercept", "context", "form", "context × form"]
 COMPONENTS = ["root", "context", "form", "context × form", "item"]  # random-effect components
@@ -282,19 +282,48 @@ def predicted_cells(coefs: pd.DataFrame, spec: str = "ppl") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+OUTCOME_WORDS = {"ppl": "perplexity", "log_ppl": "log-perplexity", "log_ppl+tokens": "log-perplexity adjusted for length"}
+
+
+def term_claim(term: str, coding: str, spec: str) -> dict:
+    """What a coefficient's sign means in words (``nbutils.stats.claim``; consistent = +½, affirmative = +½, so the
+    interaction is the affirmative − negated difference in consistent minus in inconsistent contexts: below 0,
+    negation is relatively more natural in stereotype-inconsistent contexts)."""
+    y = OUTCOME_WORDS.get(spec, spec)
+    if term == "context × form":
+        return claim(f"the {coding}-coded context × form interaction on {y}",
+                     "negation was relatively more natural in stereotype-consistent contexts",
+                     "negation was relatively more natural in stereotype-inconsistent contexts",
+                     "context and form interact (how natural negation is depends on stereotype consistency)", symbol="b")
+    where = {"context": " for negated sentences", "form": " in stereotype-inconsistent contexts"}.get(term, "") \
+        if coding == "treatment" else ""
+    if term == "context":
+        return claim(f"stereotype-consistent minus -inconsistent {y}{where}, {coding}-coded",
+                     f"stereotype-consistent sentences had higher {y}{where}",
+                     f"stereotype-inconsistent sentences had higher {y}{where}", f"context changes {y}{where}",
+                     symbol="b")
+    if term == "form":
+        return claim(f"affirmative minus negated {y}{where}, {coding}-coded", f"affirmative sentences had higher {y}{where}",
+                     f"negated sentences had higher {y}{where}", f"form changes {y}{where}", symbol="b")
+    return claim(f"the {term} of {y}, {coding}-coded", f"the {term} is above 0", f"the {term} is below 0", symbol="b")
+
+
 def records(coefs: pd.DataFrame, info: pd.DataFrame) -> list[dict]:
     """Every coefficient as a ``summary.json`` record; ``test`` names the model and path, ``term`` says the coding."""
     out = []
     keyed = info.set_index(["model", "spec"])
     for r in coefs.itertuples(index=False):
         i = keyed.loc[(r.model, r.spec)]
-        note = "; ".join(x for x in (i["path"], f"random {i['random']}", i["steps"], r.note if isinstance(r.note, str) else "",
-                                     "Wald z (no Satterthwaite df): slightly liberal with few roots" if not i["satterthwaite"] else "")
+        # the record's own note (why it is not valid, when it is not) last: that is the reason the words give
+        note = "; ".join(x for x in (i["path"], f"random {i['random']}", i["steps"],
+                                     "Wald z (no Satterthwaite df): slightly liberal with few roots" if not i["satterthwaite"] else "",
+                                     r.note if isinstance(r.note, str) else "")
                          if x)
         out.append(record(r.test, f"{r.term} [{r.coding}]", r.estimate, r.se, r.ci_low, r.ci_high, r.p, valid=bool(r.valid),
                           note=note, model=r.model, spec=r.spec, coding=r.coding,
                           df=None if not np.isfinite(r.df) else float(r.df), random=i["random"],
-                          headline=bool(r.term == "context × form" and r.coding == "deviation" and r.spec == "log_ppl")))
+                          headline=bool(r.term == "context × form" and r.coding == "deviation" and r.spec == "log_ppl"),
+                          hypothesis=term_claim(r.term, r.coding, r.spec)))
     return out
 
 

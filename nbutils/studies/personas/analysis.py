@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, studies
-from ...results import generic_text
+from ...results import generic_text, plural
 from ...runstore import excluded_notes, load_scores
 from . import plots, stats
 
@@ -33,8 +33,10 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
     t["accuracy_vs_dif"] = stats.accuracy_vs_dif(t["models"])
     for r in t["models"].itertuples(index=False):
         if r.n_unstable_real:
-            a.notes.append(f"{r.model}: {r.n_unstable_real} real persona(s) share fewer than {min_overlap} correctly "
-                           "answered questions with the baseline; their ratios are unstable (flagged `unstable`)")
+            a.notes.append(f"{r.model}: {plural(r.n_unstable_real, 'real persona')} "
+                           f"{'shares' if r.n_unstable_real == 1 else 'share'} fewer than {min_overlap} correctly "
+                           "answered questions with the baseline; "
+                           f"{'its ratio is' if r.n_unstable_real == 1 else 'their ratios are'} unstable (flagged `unstable`)")
     for r in t["null_comparison"].itertuples(index=False):
         if r.note:
             a.notes.append(f"{r.model}, real vs {r.null_kind}: {r.note}")
@@ -51,11 +53,13 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
     models = sorted(scores["model"].unique().tolist()) if len(scores) else []
     a.text = generic_text(
         a.summary, "Does a sociodemographic persona change which questions a model answers correctly?",
-        f"{len(models)} model(s) ({', '.join(models)}); {scores['question_id'].nunique() if 'question_id' in scores else '?'} "
-        f"questions under {scores['persona_id'].nunique() if 'persona_id' in scores else '?'} personas (real and null); "
-        "the headline compares the bias (1 − DIF) of real personas with that of null personas (Welch's t).",
-        lambda r: str(r.get("test", "")).startswith("welch_real_vs_"),
-        lambda r: "real personas shift answers more than null personas do", estimate_name="difference")
+        f"{plural(len(models), 'model')} ({', '.join(models)}); "
+        f"{plural(scores['question_id'].nunique() if 'question_id' in scores else None, 'question')} under "
+        f"{plural(scores['persona_id'].nunique() if 'persona_id' in scores else None, 'persona')} (real and null); "
+        "the headline compares the bias (1 − DIF) of real personas with that of null personas (Welch's t, "
+        + {"greater": "one-sided: real above null", "less": "one-sided: real below null"}.get(alternative, alternative)
+        + ").",
+        lambda r: str(r.get("test", "")).startswith("welch_real_vs_"))
     return a
 
 

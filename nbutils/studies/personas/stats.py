@@ -17,7 +17,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...artifacts import json_clean
-from ...stats import holm, record, stars, wilson
+from ...stats import claim, holm, record, stars, wilson
 
 BASELINE = "baseline"
 NULL_KINDS = ("null_random", "null_word")
@@ -224,35 +224,59 @@ def _rec(model, test, persona, estimate, ci=None, p=None, valid=True, note="", k
                   **extra)
 
 
+def _claim(kind: str, who, alternative: str = "two-sided") -> dict:
+    """What a persona record's estimate means in words (``nbutils.stats.claim``)."""
+    if kind == "real_vs_null":
+        who = f"{str(who).removeprefix('null_')} null"  # null_random -> "random null" personas
+        return claim(f"the bias (1 − DIF) of real minus {who} personas",
+                     f"real personas shift answers more than {who} personas do",
+                     f"real personas shift answers less than {who} personas do",
+                     f"real and {who} personas shift answers differently", sided=alternative, symbol="difference")
+    if kind == "mcnemar":
+        return claim(f"accuracy under persona {who!r} minus the baseline", f"persona {who!r} raised accuracy",
+                     f"persona {who!r} lowered accuracy", f"persona {who!r} changes accuracy", scale="points")
+    if kind == "regression":
+        return claim("the slope of the DIF score on baseline accuracy",
+                     "more accurate models are less biased by personas", "more accurate models are more biased by personas",
+                     "the DIF score depends on baseline accuracy", symbol="slope")
+    if kind == "accuracy":
+        return claim(f"accuracy under persona {who!r}", "", "", scale="proportion")
+    return claim(f"the DIF score of {who!r} (1: no bias, 0: maximal)", "", "", symbol="DIF")
+
+
 def summary_records(t: dict[str, pd.DataFrame]) -> list[dict]:
     """The headline results as ``nbutils.stats.record`` rows (test, condition = persona kind, term = persona,
     estimate, se, ci_low, ci_high, p, valid, note) plus ``model``."""
     out = []
     for r in t["accuracy"].itertuples(index=False):
         out.append(_rec(r.model, "accuracy", r.persona_id, r.accuracy, (r.ci_low, r.ci_high), None, r.n > 0,
-                        f"{r.persona_kind}; n={r.n}; 95% Wilson CI", r.persona_kind, n=r.n))
+                        f"{r.persona_kind}; n={r.n}; 95% Wilson CI", r.persona_kind, n=r.n,
+                        hypothesis=_claim("accuracy", r.persona_id)))
     for r in t["dif"].itertuples(index=False):
         out.append(_rec(r.model, "dif", r.persona_id, r.dif, None, None, not r.unstable,
                         f"{r.persona_kind}; ratio |Ci⊕Cb|/|Ci∩Cb| = {r.ratio:.3f} ({r.sym_diff}/{r.both}); "
                         "DIF = 1/(1+ratio)" + (f"; {r.note}" if r.note else ""), r.persona_kind,
-                        ratio=r.ratio, both=r.both, sym_diff=r.sym_diff))
+                        ratio=r.ratio, both=r.both, sym_diff=r.sym_diff, hypothesis=_claim("dif", r.persona_id)))
         out.append(_rec(r.model, "mcnemar_vs_baseline", r.persona_id, r.acc_diff, None, r.p_holm, True,
                         f"{r.persona_kind}; accuracy persona − baseline; exact McNemar on {r.only_persona} vs "
                         f"{r.only_baseline} discordant questions; Holm within model and persona kind (raw p={r.p_mcnemar:.4g})",
-                        r.persona_kind, p_raw=r.p_mcnemar))
+                        r.persona_kind, p_raw=r.p_mcnemar, hypothesis=_claim("mcnemar", r.persona_id)))
     for r in t["null_comparison"].itertuples(index=False):
         what = f"bias (1 − DIF) real − {r.null_kind}; {r.n_real} real vs {r.n_null} null personas; {r.alternative}"
         out.append(_rec(r.model, f"welch_real_vs_{r.null_kind}", "(real)", r.estimate, (r.ci_low, r.ci_high),
                         r.p_welch, r.valid, f"{what}; Welch t-test, 95% CI" + (f"; {r.note}" if r.note else ""), "real",
-                        statistic=r.t, df=r.df))
+                        statistic=r.t, df=r.df, hypothesis=_claim("real_vs_null", r.null_kind, r.alternative)))
         out.append(_rec(r.model, f"permutation_real_vs_{r.null_kind}", "(real)", r.estimate, None, r.p_permutation,
-                        r.valid, f"{what}; permutation test over persona labels" + (f"; {r.note}" if r.note else ""), "real"))
+                        r.valid, f"{what}; permutation test over persona labels" + (f"; {r.note}" if r.note else ""), "real",
+                        hypothesis=_claim("real_vs_null", r.null_kind, r.alternative)))
     for r in t["models"].itertuples(index=False):
         out.append(_rec(r.model, "dif_score", "(real)", r.dif_real, None, None, True,
                         f"mean DIF over real personas; baseline accuracy {r.baseline_accuracy:.3f}; "
-                        f"{r.n_unstable_real} unstable ratio(s)", "real"))
+                        f"{r.n_unstable_real} unstable ratio{'' if r.n_unstable_real == 1 else 's'}", "real",
+                        hypothesis=_claim("dif", "real personas (mean)")))
     for r in t["accuracy_vs_dif"].itertuples(index=False):
         out.append(_rec("(all)", "dif_vs_accuracy_regression", "(real)", r.slope,
                         (r.slope_ci_low, r.slope_ci_high) if r.valid else None, r.p, r.valid,
-                        (f"R² = {r.r2:.3f}; " if r.valid else "") + r.note, "real", r2=r.r2))
+                        (f"R² = {r.r2:.3f}; " if r.valid else "") + r.note, "real", r2=r.r2,
+                        hypothesis=_claim("regression", "")))
     return json_clean(out)

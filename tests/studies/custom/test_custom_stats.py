@@ -100,10 +100,12 @@ def test_compute_writes_summary_records_with_the_agreed_fields(tmp_path):
     df["label"] = df["answer"] == "Yes"
     a = analysis.compute(df, n_boot=100)
     recs = a.summary["records"]
-    assert all(set(r) == set(RECORD_KEYS) | {"model", "group"} for r in recs)
+    assert all(set(r) == set(RECORD_KEYS) | {"model", "group", "hypothesis"} for r in recs)
+    assert all({"what", "scale", "null", "sided", "more", "less"} <= set(r["hypothesis"]) for r in recs)
     assert all(r["term"] == r["group"] for r in recs)
     tests = {r["test"] for r in recs}
     assert {"accuracy_vs_chance", "group_contrast", "gee_logit", "d_prime", "margin_auc", "monotonicity_gap"} <= tests
+    assert "monotonicity_gap of" not in a.text and "accuracy_vs_chance of" not in a.text and "(s)" not in a.text
     gap = next(r for r in recs if r["test"] == "monotonicity_gap")
     assert gap["estimate"] == pytest.approx(0.4)
     assert {"monotonicity_accuracy", "monotonicity_appendix_b", "monotonicity_mixed_model"} <= set(a.tables)
