@@ -274,14 +274,24 @@ class Analysis:
 
 
 def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
-                   float_format: str = "%.3f") -> list[Path]:
+                   float_format: str = "%.3f", replaces: bool = True) -> list[Path]:
     """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
     ``latex``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
     stay in ``a.tables`` for the reader but are not written), each of ``figures`` (name → matplotlib figure) as PNG
-    and PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
+    and PDF under ``figures/`` (then closed), ``results.md`` and ``summary.json``. Sets and returns ``a.files``.
+
+    The files that say a run's results (``summary.json``, ``results.md``, ``report.html``) are removed first and
+    written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
+    leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
+    (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
+    own are written. ``summary["inputs"]`` records when it was written and the sha256 of every score file in the run
+    then, so a report can tell when they changed or disappeared since."""
     import matplotlib.pyplot as plt
 
-    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    run = paths.resolve(run_dir)
+    for done in (paths.summary_path(run), paths.results_path(run), paths.report_path(run))[0 if replaces else 2:]:
+        done.unlink(missing_ok=True)
+    tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
     files = []
     for name, t in a.tables.items():
         if name not in skip:
@@ -289,8 +299,19 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     for name, fig in figures.items():
         files += save_figure(fig, fdir / name)
         plt.close(fig)
-    files.append(write_json(a.summary, paths.summary_path(run_dir)))
     if a.text:
-        files.append(write_text(a.text, paths.results_path(run_dir)))
+        files.append(write_text(a.text, paths.results_path(run)))
+    a.summary["inputs"] = analysis_inputs(run)
+    files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files
     return files
+
+
+def analysis_inputs(run_dir) -> dict:
+    """What an analysis read, for ``summary["inputs"]``: the time and the sha256 of every score file in the run."""
+    scores = {}
+    for side in paths.score_sidecars(run_dir):
+        data = side.with_suffix(".parquet")
+        if data.is_file():
+            scores[data.name] = sha256_file(data)
+    return {"written": now_utc(), "scores": scores}

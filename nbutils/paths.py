@@ -20,7 +20,8 @@ Every file name under a run directory is spelled here and nowhere else:
     {run}/scores/{slug}[.limit-N][.shard-I-of-K].parquet + .json
     {run}/scores/.partial/…            checkpoints of unfinished scoring runs
     {run}/scores/.stale/<time>/…       scores set aside when their dataset was regenerated
-    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/notebooks/, {run}/.lock
+    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/.lock
+    {run}/notebooks/<study>_<name>.ipynb, score__{slug}.ipynb   executed notebooks
 """
 from __future__ import annotations
 
@@ -217,9 +218,20 @@ def notebooks_dir(run_dir) -> Path:
 
 
 def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
-    """Executed copy of ``notebook`` in a run (one per model for the score step)."""
-    stem = Path(notebook).stem
+    """Executed copy of ``notebook`` in a run (one per model for the score step).
+
+    A study's notebook (``notebooks/<study>/<name>.ipynb``) is ``<study>_<name>.ipynb``, so the analyses of two
+    studies never share a file (``notebooks/monotonicity/03_analyze.ipynb`` → ``monotonicity_03_analyze.ipynb``); a
+    notebook directly under ``notebooks/`` or anywhere else keeps its own name (``score__{slug}.ipynb``)."""
+    nb = Path(notebook)
+    stem = f"{nb.parent.name}_{nb.stem}" if nb.parent.parent.name == "notebooks" else nb.stem
     return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
+
+
+def legacy_executed_notebook(run_dir, notebook: str) -> Path:
+    """Where runs made before each study's executed notebooks had their own names kept ``notebook``'s copy
+    (``notebooks/03_analyze.ipynb`` for every study's analysis): read only after checking which notebook it is."""
+    return notebooks_dir(run_dir) / f"{Path(notebook).stem}.ipynb"
 
 
 def kernel_log(executed: Path) -> Path:
