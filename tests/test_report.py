@@ -8,9 +8,11 @@ whose groups are HTML) and open their reports in headless Chromium."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import nbformat
@@ -320,7 +322,7 @@ def analysed(tmp_path_factory):
     """A copy of the sample, analysed by ``python -m nbutils run`` of the real analysis notebook (R when installed)."""
     run = tmp_path_factory.mktemp("analysed") / "run"
     shutil.copytree(SAMPLE, run, ignore=shutil.ignore_patterns("*.html"))
-    done = subprocess.run([shutil.which("python") or "python", "-m", "nbutils", "run", ANALYZE, "-p", "run_dir", str(run),
+    done = subprocess.run([sys.executable, "-m", "nbutils", "run", ANALYZE, "-p", "run_dir", str(run),
                            "-p", "n_boot", "200"], capture_output=True, text=True, timeout=600,
                           cwd=paths.repo_root(), env=_env())
     assert done.returncode == 0, done.stderr[-3000:]
@@ -328,12 +330,7 @@ def analysed(tmp_path_factory):
 
 
 def _env() -> dict:
-    import os
-    import sys
-
-    env = dict(os.environ, PYTHONPATH=str(paths.repo_root()))
-    env["PATH"] = f"{paths.Path(sys.executable).parent}:{env.get('PATH', '')}"
-    return env
+    return dict(os.environ, PYTHONPATH=str(paths.repo_root()))
 
 
 @pytest.mark.notebooks
@@ -387,3 +384,39 @@ def test_a_custom_study_whose_groups_are_html_gives_a_page_where_they_are_text(t
     assert page.read_text().count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 5
     assert_inert(page, HOSTILE[:2])
     assert_fits(page)
+
+
+def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(run, monkeypatch):
+    """A full disk while the figures are written: summary.json, results.md and report.html of the analysis before are
+    gone, none of this one's is written; when it succeeds, summary.json (written last) records the score files."""
+    import errno
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def analysis():
+        fig = plt.figure()
+        return artifacts.Analysis(scores=pd.DataFrame(), tables={"accuracy": pd.DataFrame({"a": [1]})},
+                                  summary={"records": []}, text="**Is it?**\n"), {"accuracy": fig}
+
+    for earlier in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)):
+        earlier.write_text("from the analysis before")
+
+    def full(fig, stem):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(artifacts, "save_figure", full)
+    a, figs = analysis()
+    with pytest.raises(OSError, match="No space left"):
+        artifacts.write_analysis(a, run, figs)
+    assert (paths.tables_dir(run) / "accuracy.csv").exists()
+    assert not [p.name for p in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)) if p.exists()]
+    monkeypatch.undo()
+    a, figs = analysis()
+    files = artifacts.write_analysis(a, run, figs)
+    assert files[-2:] == [paths.results_path(run), paths.summary_path(run)]
+    inputs = json.loads(paths.summary_path(run).read_text())["inputs"]
+    assert inputs["scores"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
+        paths.scores_dir(run) / "smollm2-135m-instruct.parquet")}
