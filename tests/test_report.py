@@ -420,3 +420,21 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
     inputs = json.loads(paths.summary_path(run).read_text())["inputs"]
     assert inputs["scores"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
         paths.scores_dir(run) / "smollm2-135m-instruct.parquet")}
+
+
+def test_the_end_of_a_sweep_prints_the_headline_and_where_the_report_is(run):
+    """What ``python -m nbutils sweep`` prints last (``SweepReport.lines``): the results' title and findings, as plain
+    text, then the results file and the report."""
+    from nbutils.sweep import SweepReport
+
+    executed(run, [nbformat.v4.new_markdown_cell("# Analyze")])
+    artifacts.write_text("**Is upward learned better?**\n\n2 concepts at 5 thresholds.\n\n- m, concept learning: "
+                         "**upward** better: OR = 2.10, p = .012.\n- m, explicit: no difference.\n\n*Caveats:* few.\n",
+                         paths.results_path(run))
+    write_report(run)
+    lines = SweepReport(run, "monotonicity", scored=["m"], analyzed=True).lines()
+    tail = lines[lines.index("analyzed: True") + 1:]
+    assert tail == ["", "Is upward learned better?", "m, concept learning: upward better: OR = 2.10, p = .012.",
+                    "m, explicit: no difference.", "", f"results in words: {paths.results_path(run)}",
+                    f"report: {paths.report_path(run)}"]
+    assert "report" not in " ".join(SweepReport(run, "monotonicity", failed={"m": "OSError: x"}).lines())
