@@ -289,8 +289,10 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     import matplotlib.pyplot as plt
 
     run = paths.resolve(run_dir)
-    for done in (paths.summary_path(run), paths.results_path(run), paths.report_path(run))[0 if replaces else 2:]:
-        done.unlink(missing_ok=True)
+    if replaces:
+        clear_results(run)
+    else:
+        paths.report_path(run).unlink(missing_ok=True)
     tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
     files = []
     for name, t in a.tables.items():
@@ -305,6 +307,13 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files
     return files
+
+
+def clear_results(run_dir) -> None:
+    """Remove a run's ``summary.json``, ``results.md`` and ``report.html``: every study's analysis does so first, so
+    one that fails on its way (an error, a full disk) leaves no results of an earlier analysis that look like its own."""
+    for done in (paths.summary_path(run_dir), paths.results_path(run_dir), paths.report_path(run_dir)):
+        done.unlink(missing_ok=True)
 
 
 def analysis_inputs(run_dir) -> dict:

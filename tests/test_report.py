@@ -438,3 +438,23 @@ def test_the_end_of_a_sweep_prints_the_headline_and_where_the_report_is(run):
                     "m, explicit: no difference.", "", f"results in words: {paths.results_path(run)}",
                     f"report: {paths.report_path(run)}"]
     assert "report" not in " ".join(SweepReport(run, "monotonicity", failed={"m": "OSError: x"}).lines())
+
+
+@pytest.mark.parametrize("study", sorted(studies.REGISTRY))
+def test_an_analysis_that_raises_mid_way_leaves_no_results_of_the_one_before(run, monkeypatch, study):
+    """Every study's analysis removes the run's results files before it reads anything, so an exception on its way
+    leaves none that could be taken for its own: monotonicity's fails in its statistics, the others on a run that holds
+    monotonicity's dataset, not theirs."""
+    import importlib
+
+    for earlier in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)):
+        earlier.write_text("from the analysis before")
+    module = importlib.import_module(f"nbutils.studies.{study}.analysis")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("mid-way")
+
+    monkeypatch.setattr(module, "compute", broken)
+    with pytest.raises((RuntimeError, ValueError)):
+        module.analyze_run(run)
+    assert not [p.name for p in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)) if p.exists()]

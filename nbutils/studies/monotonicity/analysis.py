@@ -88,6 +88,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000, rules_k: int = 5,
                 use_r: bool = True) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    artifacts.clear_results(run_dir)
     scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
