@@ -318,9 +318,9 @@ def clear_results(run_dir) -> None:
 
 def analysis_inputs(run_dir) -> dict:
     """What an analysis read, for ``summary["inputs"]``: the time and the sha256 of every score file in the run."""
-    scores = {}
+    hashes = {}
     for side in paths.score_sidecars(run_dir):
         data = side.with_suffix(".parquet")
         if data.is_file():
-            scores[data.name] = sha256_file(data)
-    return {"written": now_utc(), "scores": scores}
+            hashes[data.name] = sha256_file(data)
+    return {"written": now_utc(), "score_files": hashes}

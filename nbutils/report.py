@@ -166,7 +166,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
              f"`python -m nbutils report {run}`")
     now = {p.with_suffix(".parquet").name: p.with_suffix(".parquet") for p in paths.score_sidecars(run)
            if p.with_suffix(".parquet").is_file()}
-    recorded = (summary.get("inputs") or {}).get("scores")
+    recorded = (summary.get("inputs") or {}).get("score_files")
     alerts = []
     if recorded is None:
         ran = (nb.metadata.get("papermill") or {}).get("start_time")
@@ -228,9 +228,9 @@ def _about(run: Path, study: str, nb, summary: dict) -> dict:
     """Which run, study and score files the page shows, and when the analysis ran (as recorded in the files, so a
     copied run keeps them)."""
     ran = (nb.metadata.get("papermill") or {}).get("start_time")
-    recorded = (summary.get("inputs") or {}).get("scores")
+    recorded = (summary.get("inputs") or {}).get("score_files")
     names = sorted(recorded) if recorded is not None else [p.stem + ".parquet" for p in paths.score_sidecars(run)]
-    return {"run": str(run), "study": study, "scores": ", ".join(Path(n).stem for n in names) or "none",
+    return {"run": str(run), "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 
 
@@ -367,7 +367,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <main>
 {% for alert in alerts %}<div class="alert" role="alert"><strong>Warning:</strong> {{ alert }}</div>
 {% endfor %}{% for part in heading %}{{ part }}
-{% endfor %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }} · <strong>score files</strong> {{ about.scores }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}{% endif %}</p>
+{% endfor %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }} · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}{% endif %}</p>
 {% for part in body %}{{ part }}
 {% endfor %}</main>
 </body>

@@ -343,7 +343,7 @@ def test_nbutils_run_of_an_analysis_prints_its_headline_and_writes_the_report(an
     assert out[-2:] == [f"results in words → {paths.results_path(run)}", f"report → {paths.report_path(run)}"]
     assert not done.stderr.strip(), done.stderr
     summary = json.loads(paths.summary_path(run).read_text())
-    assert set(summary["inputs"]["scores"]) == {"smollm2-135m-instruct.parquet"}
+    assert set(summary["inputs"]["score_files"]) == {"smollm2-135m-instruct.parquet"}
 
 
 @pytest.mark.notebooks
@@ -418,7 +418,7 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
     files = artifacts.write_analysis(a, run, figs)
     assert files[-2:] == [paths.results_path(run), paths.summary_path(run)]
     inputs = json.loads(paths.summary_path(run).read_text())["inputs"]
-    assert inputs["scores"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
+    assert inputs["score_files"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
         paths.scores_dir(run) / "smollm2-135m-instruct.parquet")}
 
 
