@@ -169,6 +169,9 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
     recorded = (summary.get("inputs") or {}).get("score_files")
     alerts = []
     if recorded is None:
+        if not now:
+            alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
+                          f"no longer in it; {again}.")
         ran = (nb.metadata.get("papermill") or {}).get("start_time")
         newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
         if newer:

@@ -195,6 +195,9 @@ def test_an_analysis_that_recorded_no_checksums_is_compared_by_time(run):
     nbformat.write(nb, paths.executed_notebook(run, ANALYZE))
     artifacts.write_json({"records": []}, paths.summary_path(run))
     assert "score files written after this analysis ran (smollm2-135m-instruct.parquet)" in text_of(write_report(run))
+    for f in paths.scores_dir(run).glob("smollm2-135m-instruct.*"):
+        f.unlink()
+    assert "the run holds no score files now" in text_of(write_report(run))
 
 
 def test_an_analysis_killed_on_its_way_is_refused(run, capsys):
