@@ -284,8 +284,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
     leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
-    own are written. ``summary["inputs"]`` records when it was written and the sha256 of every score file in the run
-    then, so a report can tell when they changed or disappeared since."""
+    own are written. ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
+    tell when they changed or disappeared since."""
     import matplotlib.pyplot as plt
 
     run = paths.resolve(run_dir)
@@ -317,10 +317,6 @@ def clear_results(run_dir) -> None:
 
 
 def analysis_inputs(run_dir) -> dict:
-    """What an analysis read, for ``summary["inputs"]``: the time and the sha256 of every score file in the run."""
-    hashes = {}
-    for side in paths.score_sidecars(run_dir):
-        data = side.with_suffix(".parquet")
-        if data.is_file():
-            hashes[data.name] = sha256_file(data)
-    return {"written": now_utc(), "score_files": hashes}
+    """What an analysis could read, for ``summary["inputs"]``: the sha256 of every score file in the run that an
+    analysis reads (``paths.analysable_score_files``), so that a report can tell when they changed since."""
+    return {"score_files": {p.name: sha256_file(p) for p in paths.analysable_score_files(run_dir)}}

@@ -167,6 +167,13 @@ def score_sidecars(run_dir) -> list[Path]:
     return sorted(scores_dir(run_dir).glob("*.json"))
 
 
+def analysable_score_files(run_dir) -> list[Path]:
+    """Every final score file an analysis can read: full and limited runs and merged shards, not the shards themselves
+    (their rows are in the merged file)."""
+    return [p.with_suffix(".parquet") for p in score_sidecars(run_dir)
+            if p.with_suffix(".parquet").is_file() and not re.search(r"\.shard-\d+-of-\d+$", p.stem)]
+
+
 def partial_sidecars(run_dir) -> list[Path]:
     """Every checkpoint sidecar of unfinished runs."""
     return sorted(p for p in partial_dir(run_dir).glob("*.json") if not p.name.endswith(".progress.json"))

@@ -164,8 +164,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
     that recorded none is compared by the time each score file was written)."""
     again = (f"run the analysis again (`python -m nbutils run {analyze} -p run_dir {run}`), then "
              f"`python -m nbutils report {run}`")
-    now = {p.with_suffix(".parquet").name: p.with_suffix(".parquet") for p in paths.score_sidecars(run)
-           if p.with_suffix(".parquet").is_file()}
+    now = {p.name: p for p in paths.analysable_score_files(run)}
     recorded = (summary.get("inputs") or {}).get("score_files")
     alerts = []
     if recorded is None:
@@ -232,7 +231,7 @@ def _about(run: Path, study: str, nb, summary: dict) -> dict:
     copied run keeps them)."""
     ran = (nb.metadata.get("papermill") or {}).get("start_time")
     recorded = (summary.get("inputs") or {}).get("score_files")
-    names = sorted(recorded) if recorded is not None else [p.stem + ".parquet" for p in paths.score_sidecars(run)]
+    names = sorted(recorded) if recorded is not None else [p.name for p in paths.analysable_score_files(run)]
     return {"run": str(run), "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 

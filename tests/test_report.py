@@ -461,3 +461,18 @@ def test_an_analysis_that_raises_mid_way_leaves_no_results_of_the_one_before(run
     with pytest.raises((RuntimeError, ValueError)):
         module.analyze_run(run)
     assert not [p.name for p in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)) if p.exists()]
+
+
+def test_shards_are_not_inputs_and_a_shard_added_later_is_no_warning(run):
+    """The analysis reads merged files, never shards: summary.json's inputs leave them out (so a sweep through cluster
+    jobs writes the same summary.json as a serial one), and the report does not warn about them."""
+    scores = paths.scores_dir(run)
+    for suffix in (".parquet", ".json"):
+        shutil.copy(scores / f"smollm2-135m-instruct{suffix}", scores / f"smollm2-135m-instruct.shard-0-of-2{suffix}")
+    executed(run, [nbformat.v4.new_markdown_cell("# Analyze")])
+    recorded = json.loads(paths.summary_path(run).read_text())["inputs"]
+    assert recorded == {"score_files": {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
+        scores / "smollm2-135m-instruct.parquet")}}
+    shutil.copy(scores / "smollm2-135m-instruct.json", scores / "smollm2-135m-instruct.shard-1-of-2.json")
+    shutil.copy(scores / "smollm2-135m-instruct.parquet", scores / "smollm2-135m-instruct.shard-1-of-2.parquet")
+    assert "Warning" not in text_of(write_report(run))
