@@ -61,8 +61,9 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     alerts = _input_changes(run, analyze, summary, nb)
     cells = _ordered(nb)
     for extra_nb in studies.RUN_ANALYSES.values():  # run analyses the sweep ran after the study's (the cue profile)
-        extra = paths.executed_notebook(run, extra_nb)
-        if extra.is_file():
+        extra = next((p for p in (paths.executed_notebook(run, extra_nb), paths.legacy_executed_notebook(run, extra_nb))
+                      if p.is_file()), None)
+        if extra is not None:
             try:
                 cells += _read(extra, extra_nb, run).cells
             except ReportError as err:

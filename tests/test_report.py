@@ -476,3 +476,14 @@ def test_shards_are_not_inputs_and_a_shard_added_later_is_no_warning(run):
     shutil.copy(scores / "smollm2-135m-instruct.json", scores / "smollm2-135m-instruct.shard-1-of-2.json")
     shutil.copy(scores / "smollm2-135m-instruct.parquet", scores / "smollm2-135m-instruct.shard-1-of-2.parquet")
     assert "Warning" not in text_of(write_report(run))
+
+
+def test_a_cue_profile_that_did_not_finish_is_left_out_and_said_in_red(run):
+    cues = studies.RUN_ANALYSES["cues"]
+    executed(run, [nbformat.v4.new_markdown_cell("# Analyze")])
+    executed(run, [nbformat.v4.new_markdown_cell("# Cue profile\n\nhalf done"), code("profile()")], notebook=cues,
+             finished=False, results=False)
+    page = write_report(run)
+    alert = BeautifulSoup(page.read_text(), "html.parser").select_one("main > .alert").get_text()
+    assert "left out of this page" in alert and "cues_01_profile.ipynb did not finish" in alert
+    assert "half done" not in text_of(page)
