@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from copy import copy
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -338,22 +339,16 @@ def _split_wide(table, soup) -> None:
                 cells = r.find_all(["th", "td"], recursive=False)
                 new_row = soup.new_tag("tr")
                 for c in cols:
-                    new_row.append(_copy(cells[c]))
+                    new_row.append(copy(cells[c]))
                 new_section.append(new_row)
             part.append(new_section)
         if caption is not None and k == parts - 1:
-            cap = _copy(caption)
+            cap = copy(caption)
             cap.append(f" (split into {parts} parts of its columns to fit the page)")
             part.insert(0, cap)
         anchor.insert_after(part)
         anchor = part
     table.decompose()
-
-
-def _copy(tag):
-    from copy import copy
-
-    return copy(tag)
 
 
 _TEMPLATE = """<!DOCTYPE html>
