@@ -20,6 +20,26 @@ def _cli_params(notebook: str, pairs: list) -> dict:
     return {k: parameters.from_cli(v, k, types.get(k, (None,))[0]) for k, v in pairs}
 
 
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)
+
+
+def _headline_after_analysis(notebook: str, output: str | None, params: dict) -> None:
+    """After a study's analysis (or a run analysis such as the cue profile) ran into its run directory: the run's report
+    written as a sweep writes it, then the results' headline lines and where the report is."""
+    from . import paths, studies
+    from .report import headline, write_report
+
+    analyses = {s.notebooks["analyze"]: s.name for s in studies.REGISTRY.values()}
+    nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")
+    ran = next((name for path, name in analyses.items() if nb.endswith(path)), None)
+    if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
+        return
+    print("\n".join(headline(run_dir)))
+    print(f"results in words → {paths.results_path(run_dir)}")
+    print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
     parser = argparse.ArgumentParser(prog="nbutils", description=__doc__,
@@ -72,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
             params.update(_cli_params(args.notebook, args.params))
             out = run_notebook(args.notebook, args.output, params, args.kernel)
             print(f"executed → {out}")
+            _headline_after_analysis(args.notebook, args.output, params)
             return 0
         if args.command == "report":
             from .report import write_report
 
-            print(f"report → {write_report(args.run_dir, args.study)}")
+            print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
             return 0
         if args.command == "studies":
             from .studies import REGISTRY

@@ -313,21 +313,34 @@ class Analysis:
 
 
 def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
-                   float_format: str = "%.3f") -> list[Path]:
+                   float_format: str = "%.3f", replaces: bool = True) -> list[Path]:
     """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
     ``latex``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
     stay in ``a.tables`` for the reader but are not written), each of ``figures`` (name → matplotlib figure) as PNG
-    and PDF under ``figures/`` (then closed), and ``summary.json``. Sets and returns ``a.files``."""
+    and PDF under ``figures/`` (then closed), ``results.md`` and ``summary.json``. Sets and returns ``a.files``.
+
+    The files that say a run's results (``summary.json``, ``results.md``, ``report.html``) are removed first and
+    written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
+    leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
+    (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
+    own are written. ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
+    tell when they changed or disappeared since. Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
-        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format)
+        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
 
 
-def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str) -> list[Path]:
+def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str,
+                    replaces: bool) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    tdir, fdir = paths.tables_dir(run_dir), paths.figures_dir(run_dir)
+    run = paths.resolve(run_dir)
+    if replaces:
+        clear_results(run)
+    else:
+        paths.report_path(run).unlink(missing_ok=True)
+    tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
     for folder in (tdir, fdir):
-        paths.check_inside(run_dir, folder / "x", "run_dir")
+        paths.check_inside(run, folder / "x", "run_dir")
     files = []
     for name, t in a.tables.items():
         if name not in skip:
@@ -335,8 +348,22 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     for name, fig in figures.items():
         files += save_figure(fig, fdir / name)
         plt.close(fig)
-    files.append(write_json(a.summary, paths.summary_path(run_dir)))
     if a.text:
-        files.append(write_text(a.text, paths.results_path(run_dir)))
+        files.append(write_text(a.text, paths.results_path(run)))
+    a.summary["inputs"] = analysis_inputs(run)
+    files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files
     return files
+
+
+def clear_results(run_dir) -> None:
+    """Remove a run's ``summary.json``, ``results.md`` and ``report.html``: every study's analysis does so first, so
+    one that fails on its way (an error, a full disk) leaves no results of an earlier analysis that look like its own."""
+    for done in (paths.summary_path(run_dir), paths.results_path(run_dir), paths.report_path(run_dir)):
+        done.unlink(missing_ok=True)
+
+
+def analysis_inputs(run_dir) -> dict:
+    """What an analysis could read, for ``summary["inputs"]``: the sha256 of every score file in the run that an
+    analysis reads (``paths.analysable_score_files``), so that a report can tell when they changed since."""
+    return {"score_files": {p.name: sha256_file(p) for p in paths.analysable_score_files(run_dir)}}

@@ -163,7 +163,8 @@ def view(tables: dict, name: str, key: list[str] | None = None, *, empty: str | 
         caption += f"; the full table ({len(df.columns)} columns, full precision) is {source or f'tables/{name}.csv'}"
     numeric = [c for c in shown.columns
                if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    return (shown.style.hide(axis="index").set_caption(caption)
+    return (shown.style.format(escape="html")  # a value from the data (a group named "<b>…") reads as text
+            .hide(axis="index").set_caption(caption)
             .set_table_styles([{"selector": "td, th", "props": "padding: 2px 8px;"},
                                {"selector": "th", "props": "white-space: nowrap;"},
                                {"selector": "caption", "props": "caption-side: bottom; text-align: left; "

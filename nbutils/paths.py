@@ -20,7 +20,8 @@ Every file name under a run directory is spelled here and nowhere else:
     {run}/scores/{slug}[.limit-N][.shard-I-of-K].parquet + .json
     {run}/scores/.partial/…            checkpoints of unfinished scoring runs
     {run}/scores/.stale/<time>/…       scores set aside when their dataset was regenerated
-    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/notebooks/, {run}/.lock
+    {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/.lock
+    {run}/notebooks/<study>_<name>.ipynb, score__{slug}.ipynb   executed notebooks
 """
 from __future__ import annotations
 
@@ -168,6 +169,13 @@ def score_sidecars(run_dir) -> list[Path]:
     return sorted(scores_dir(run_dir).glob("*.json"))
 
 
+def analysable_score_files(run_dir) -> list[Path]:
+    """Every final score file an analysis can read: full and limited runs and merged shards, not the shards themselves
+    (their rows are in the merged file)."""
+    return [p.with_suffix(".parquet") for p in score_sidecars(run_dir)
+            if p.with_suffix(".parquet").is_file() and not re.search(r"\.shard-\d+-of-\d+$", p.stem)]
+
+
 def partial_sidecars(run_dir) -> list[Path]:
     """Every checkpoint sidecar of unfinished runs."""
     return sorted(p for p in partial_dir(run_dir).glob("*.json") if not p.name.endswith(".progress.json"))
@@ -219,11 +227,22 @@ def notebooks_dir(run_dir) -> Path:
 
 
 def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
-    """Executed copy of ``notebook`` in a run (one per model for the score step)."""
-    stem = Path(notebook).stem
+    """Executed copy of ``notebook`` in a run (one per model for the score step).
+
+    A study's notebook (``notebooks/<study>/<name>.ipynb``) is ``<study>_<name>.ipynb``, so the analyses of two
+    studies never share a file (``notebooks/monotonicity/03_analyze.ipynb`` → ``monotonicity_03_analyze.ipynb``); a
+    notebook directly under ``notebooks/`` or anywhere else keeps its own name (``score__{slug}.ipynb``)."""
+    nb = Path(notebook)
+    stem = f"{nb.parent.name}_{nb.stem}" if nb.parent.parent.name == "notebooks" else nb.stem
     if slug is not None:
         check_plain_name(slug, "slug")
     return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
+
+
+def legacy_executed_notebook(run_dir, notebook: str) -> Path:
+    """Where runs made before each study's executed notebooks had their own names kept ``notebook``'s copy
+    (``notebooks/03_analyze.ipynb`` for every study's analysis): read only after checking which notebook it is."""
+    return notebooks_dir(run_dir) / f"{Path(notebook).stem}.ipynb"
 
 
 def kernel_log(executed: Path) -> Path:

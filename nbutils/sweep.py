@@ -41,6 +41,11 @@ class SweepReport:
                f"skipped (already scored): {self.skipped or '-'}", f"analyzed: {self.analyzed}"]
         out += [f"also ran: {', '.join(self.extra)}"] if self.extra else []
         out += [f"FAILED {m}: {e}" for m, e in self.failed.items()]
+        if self.analyzed:  # the findings, as lm-evaluation-harness ends with its table
+            from .report import headline
+
+            out += ["", *headline(self.run_dir), "", f"results in words: {paths.results_path(self.run_dir)}"]
+            out += [f"report: {paths.report_path(self.run_dir)}"] if paths.report_path(self.run_dir).is_file() else []
         return out
 
 
@@ -333,7 +338,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     report.extra.append(key)
                 step = "report"
                 _check_dataset(run, record, sha, step)
-                print(f"[sweep] report → {write_report(run, record.name)}", flush=True)
+                write_report(run, record.name, warn=lambda line: print(f"[sweep] warning: {line}", flush=True))
         except KeyboardInterrupt:
             print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
                   f"{paths.partial_dir(run)}; run the same command again to resume", flush=True)

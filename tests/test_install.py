@@ -187,6 +187,8 @@ def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path):
     assert f"run_dir: {run_dir}" in done.stdout, done.stdout
     assert (run_dir / "summary.json").is_file() and any((run_dir / "tables").iterdir())
     assert (run_dir / "scores" / "smollm2-135m-instruct.limit-1.parquet").is_file()
-    assert (run_dir / "notebooks" / "03_analyze.ipynb").is_file() and "analyzed: True" in done.stdout
-    assert (run_dir / "report.html").stat().st_size > 50_000 and f"[sweep] report → {run_dir / 'report.html'}" in done.stdout
+    assert (run_dir / "notebooks" / "monotonicity_03_analyze.ipynb").is_file() and "analyzed: True" in done.stdout
+    assert (run_dir / "report.html").stat().st_size > 50_000 and f"report: {run_dir / 'report.html'}" in done.stdout
+    title = (run_dir / "results.md").read_text().splitlines()[0].strip("*")
+    assert f"\n{title}\n" in done.stdout and done.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
     print(f"install {t_install:.1f} s, sweep {t_sweep:.1f} s, total {time.perf_counter() - t0:.1f} s")

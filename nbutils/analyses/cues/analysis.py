@@ -241,7 +241,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
                                                 "notes": profile.notes})
         profile.summary = summary
         profile.cues_text = results.results_text(summary)
-        files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",))
+        files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
         files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
         profile.files = files
         return files

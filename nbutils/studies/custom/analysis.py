@@ -154,6 +154,7 @@ def source_notes(run_dir) -> list[str]:
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
     check_int("n_boot", n_boot, 1)
+    artifacts.clear_results(run_dir)
     scores, variants, precision_notes = split_precisions(load(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?

@@ -94,6 +94,7 @@ def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot
     check_int("n_boot", n_boot, 1)
     if rules_k is not None:
         check_int("rules_k", rules_k, 1)
+    artifacts.clear_results(run_dir)
     scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
     a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?

@@ -89,6 +89,7 @@ def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, use_r:
     ``use_r=None`` uses lme4/lmerTest when R has them, else statsmodels MixedLM. ``seed`` is there because every
     study's ``analyze_run`` takes one; nothing in these fits is drawn at random.
     """
+    artifacts.clear_results(run_dir)
     scores = load_negation_scores(run_dir, include_limited=include_limited)
     a = compute(scores, use_r=use_r)
     a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in

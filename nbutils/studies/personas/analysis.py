@@ -74,6 +74,7 @@ def write(a: Analysis, run_dir) -> list[Path]:
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, min_overlap: int = stats.MIN_OVERLAP,
                 n_resamples: int = 9999, alternative: str = "two-sided") -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
+    artifacts.clear_results(run_dir)
     scores = load_scores(run_dir, studies.get("personas").spec, include_limited=include_limited)
     a = compute(scores, min_overlap, n_resamples, seed, alternative)
     a.notes += excluded_notes(scores)

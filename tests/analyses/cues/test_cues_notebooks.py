@@ -26,7 +26,7 @@ def swept(tmp_path_factory):
 def test_the_sweep_profiles_cues_after_the_analysis(swept):
     run, report = swept
     assert report.analyzed and report.extra == ["cues"] and not report.failed
-    executed = nbformat.read(run / "notebooks" / "01_profile.ipynb", as_version=4)
+    executed = nbformat.read(run / "notebooks" / "cues_01_profile.ipynb", as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
     cues = pd.read_csv(run / "tables" / "cues.csv")
     assert {"feature", "label", "count_train", "count_test", "mse", "jsd", "cueness", "lmi", "pmi"} <= set(cues.columns)

@@ -28,7 +28,7 @@ def test_yes_no_sweep_runs_load_score_analyze(swept):
     run, report = swept
     assert report.study == "custom" and report.scored == ["smollm2-135m-instruct"] and report.analyzed and not report.failed
     assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
-        "01_load.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
+        "custom_01_load.ipynb", "custom_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     for nb in (run / "notebooks").glob("*.ipynb"):
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name

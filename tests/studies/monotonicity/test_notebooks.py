@@ -39,7 +39,7 @@ def test_sweep_runs_generate_score_analyze(swept):
     run, report = swept
     assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
     assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
-        "01_generate.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
+        "monotonicity_01_generate.ipynb", "monotonicity_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     for nb in (run / "notebooks").glob("*.ipynb"):
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name

@@ -135,7 +135,7 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert {r["test"] for r in summary["records"]} <= {"lmm_negation_satterthwaite", "lmm_negation_mixedlm_z"}
     assert (tmp_path / "tables" / "main_effects_log_ppl.tex").exists() and (tmp_path / "tables" / "lmm_fits.csv").exists()
     assert sorted(p.name for p in (tmp_path / "notebooks").glob("*.ipynb")) == [
-        "01_stimuli.ipynb", "03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
+        "negation_01_stimuli.ipynb", "negation_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     # the same sentences give the recorded log-probabilities (data/negation_ci_scores.csv)
     before = pd.read_csv(Path(__file__).parent / "data" / "negation_ci_scores.csv")
     stimuli = pd.read_parquet(tmp_path / "stimuli.parquet")

@@ -32,7 +32,7 @@ def test_sweep_runs_generate_score_analyze(swept):
     run, report = swept
     assert report.study == "personas" and report.scored == [MODEL] and report.analyzed and not report.failed
     assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
-        "01_generate.ipynb", "03_analyze.ipynb", f"score__{MODEL}.ipynb"]
+        "personas_01_generate.ipynb", "personas_03_analyze.ipynb", f"score__{MODEL}.ipynb"]
     for nb in (run / "notebooks").glob("*.ipynb"):
         executed = nbformat.read(nb, as_version=4)
         assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
