@@ -55,6 +55,11 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     run = paths.resolve(run_dir)
     if not run.is_dir():
         raise ReportError(f"run_dir: {run} is not a folder holding a run")
+    with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
+        return _write_report(run, study, warn)
+
+
+def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | None) -> Path:
     record = _study(run, study)
     analyze = record.notebooks["analyze"]
     nb = _read(_executed(run, analyze), analyze, run)
@@ -75,8 +80,7 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     html = _page(f"{record.name} · {run.name}", [_cell_html(c) for c in title], _about(run, record.name, nb, summary),
                  alerts, [_cell_html(c) for c in rest])
     out = paths.report_path(run)
-    with runlock.hold(run, "writing its report"):
-        artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
+    artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
 
 

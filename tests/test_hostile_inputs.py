@@ -457,7 +457,7 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
     code, err = _cli(["run", GENERATE, "-p", "run_dir", str(target)], capsys)
     assert code == 0, err
     (nb, out, params), = no_notebook_runs
-    assert params["run_dir"] == str(target) and out == target / "notebooks" / "01_generate.ipynb"
+    assert params["run_dir"] == str(target) and out == target / "notebooks" / "monotonicity_01_generate.ipynb"
 
 
 @pytest.mark.parametrize("notebook, name, value, match", [
@@ -709,9 +709,13 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
     a = artifacts.Analysis(pd.DataFrame(), tables={"accuracy": pd.DataFrame({"x": [1]})})
-    refused(run, lambda: artifacts.write_analysis(a, run, {}),
-            r"no space left on the device while writing .*tables/accuracy.csv \(.* MiB free there now\); the file it "
-            r"would replace is unchanged", artifacts.DiskFullError)
+    before = snapshot(run)
+    with pytest.raises(artifacts.DiskFullError, match=r"no space left on the device while writing .*tables/accuracy.csv "
+                       r"\(.* MiB free there now\); the file it would replace is unchanged"):
+        artifacts.write_analysis(a, run, {})
+    # the analysis's earlier results are gone rather than left looking like this one's; nothing else changed
+    assert not summary.exists() and snapshot(run) == {k: v for k, v in before.items() if k != "summary.json"}
+    artifacts.write_json({"old": True}, summary)
     monkeypatch.undo()
     monkeypatch.setattr(pd.DataFrame, "to_parquet", lambda self, *a, **k: (_ for _ in ()).throw(
         OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")))  # pyarrow's way
