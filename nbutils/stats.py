@@ -126,8 +126,8 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
             return False
 
     out = []
-    if check_se and not (finite(se) and float(se) > 0):
-        out.append("singular Hessian: the standard error is not finite")
+    if check_se and not (finite(se) and float(se) > 1e-8 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
+        out.append("singular Hessian: the standard error is not finite or is zero")
     if log_odds and finite(estimate) and abs(float(estimate)) > SEPARATION_LOG_ODDS:
         out.append(f"an estimate beyond ±{SEPARATION_LOG_ODDS:g} log-odds: (quasi-)complete separation, the test is "
                    "not reliable")

@@ -217,7 +217,7 @@ def term_problems(key: str, estimate, se, ci_low, ci_high, separated: dict, rand
     if not cells and len(separated) and key == "u":  # one condition: the cells of u are (1, e), (0, e)
         cells = [v for (u, e), v in separated.items()]
     found = fit_problems(estimate, se, ci_low, ci_high, random_sd=random_sd)
-    if alike and random_sd and float(random_sd.get("pair", 0) or 0) > 10:
+    if alike and random_sd and "pair" in random_sd:  # the pair variance has no finite maximum, whatever SD it reached
         found = [f for f in found if not f.startswith("the pair random effect")]
         found.insert(0, f"every prompt pair was answered alike in both conditions, so the pair random effect separates "
                         f"the data, with an SD of {float(random_sd['pair']):.1f} on the logit scale")
@@ -301,7 +301,7 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
             est, var = float(c @ fit.params.to_numpy()), float(c @ cov @ c)
             se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
             ok = valid and bool(np.isfinite(se))
-            degenerate = term_problems(key, est, se, est - q * se, est + q * se, separated) if ok else ""
+            degenerate = term_problems(key, est, se, est - q * se, est + q * se, separated) if valid else ""
             sep = [degenerate] if degenerate else []
             tval = est / se if ok else np.nan
             rows.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),

@@ -173,8 +173,8 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
     for r in rows("gap_pooled"):
         k = int(r.n_thresholds)
         few = "" if k >= 2 else "; one threshold: no variation between thresholds to test against"
-        wide = ", and ".join(fit_problems(r.log_or_mean, ci_low=r.log_or_ci_low, ci_high=r.log_or_ci_high,
-                                          check_se=False)) if k >= 2 else ""
+        wide = ", and ".join(fit_problems(r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high)) \
+            if k >= 2 else ""
         out.append(record("signflip_gap", "upward", r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high,
                           r.p_signflip, valid=k >= 2 and not wide, condition=r.condition, model=r.model, n_thresholds=k,
                           exact=bool(r.signflip_exact),
