@@ -402,8 +402,9 @@ def mixed_model(df: pd.DataFrame, use_r: bool = True) -> pd.DataFrame:
     for col in ("term", "condition", "meaning", "estimate", "se", "ci_low", "ci_high", "statistic", "df", "p"):
         if col not in out:
             out[col] = np.nan if col not in ("term", "condition", "meaning") else None
-    out["odds_ratio"] = np.exp(out["estimate"].astype(float))
-    out["or_ci_low"], out["or_ci_high"] = np.exp(out["ci_low"].astype(float)), np.exp(out["ci_high"].astype(float))
+    with np.errstate(over="ignore"):  # a separated fit's odds ratio is inf: its row says it is not valid
+        out["odds_ratio"] = np.exp(out["estimate"].astype(float))
+        out["or_ci_low"], out["or_ci_high"] = np.exp(out["ci_low"].astype(float)), np.exp(out["ci_high"].astype(float))
     fitted = (out["test"] == "glmm_lrt") & out["term"].map(lambda t: isinstance(t, str))
     has_glmm = fitted.groupby(out["model"]).transform("any")  # lme4 failed outright: the GEE is the headline
     # a fitted GLMM stays the headline even where a term is not valid (its reason is said); the records give each
