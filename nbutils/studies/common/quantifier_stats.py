@@ -216,11 +216,13 @@ def term_problems(key: str, estimate, se, ci_low, ci_high, separated: dict, rand
     cells = [separated[c] for c in TERM_CELLS.get(key, ()) if c in separated]
     if not cells and len(separated) and key == "u":  # one condition: the cells of u are (1, e), (0, e)
         cells = [v for (u, e), v in separated.items()]
-    found = fit_problems(estimate, se, ci_low, ci_high, random_sd=random_sd)
+    # a random SD at 0 is lme4's singular fit, which the R script drops and refits (and marks when it stays); here
+    # only an exploding one counts (the SDs come rounded to 3 decimals)
+    exploding = {k: v for k, v in (random_sd or {}).items() if v > 1}
+    found = fit_problems(estimate, se, ci_low, ci_high, random_sd=exploding)
     if alike and random_sd and "pair" in random_sd:  # the pair variance has no finite maximum, whatever SD it reached
         found = [f for f in found if not f.startswith("the pair random effect")]
-        found.insert(0, f"every prompt pair was answered alike in both conditions, so the pair random effect separates "
-                        f"the data, with an SD of {float(random_sd['pair']):.1f} on the logit scale")
+        found.insert(0, "every prompt pair was answered alike in both conditions, a quasi-separation by pair")
     return ", and ".join(dict.fromkeys(cells + found))
 
 
