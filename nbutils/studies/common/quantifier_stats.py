@@ -189,10 +189,11 @@ CELL_NAMES = {(1, 0): "upward concepts under concept learning", (0, 0): "downwar
 
 
 def separated_cells(d: pd.DataFrame) -> dict[tuple[int, int], str]:
-    """Cells (u, e) of a ``_design`` frame answered all correct or all wrong, each with its reason."""
+    """Cells (u, e) of a ``_design`` frame answered all correct or all wrong, each with its reason (with one
+    condition, e is 0 whichever it is: its only term, u, rests on the cells (1, 0) and (0, 0))."""
     out = {}
     both = d["e"].nunique() > 1
-    for (u, e), g in d.groupby([d["u"].astype(int), d["e"].astype(int)]):
+    for (u, e), g in d.groupby([d["u"].astype(int), d["e"].astype(int) * int(both)]):
         if g["correct"].nunique() == 1:
             what = CELL_NAMES[(u, e)] if both else ("upward" if u else "downward") + " concepts"
             out[(u, e)] = (f"every answer to {what} is {'correct' if g['correct'].iloc[0] else 'wrong'}: "
@@ -214,8 +215,6 @@ def term_problems(key: str, estimate, se, ci_low, ci_high, separated: dict, rand
     """Why one term of a fit is degenerate (``nbutils.stats.fit_problems`` plus the data's separation), as one
     clause with no ';' (so it reads as the record's reason), or "" when the term may be read."""
     cells = [separated[c] for c in TERM_CELLS.get(key, ()) if c in separated]
-    if not cells and len(separated) and key == "u":  # one condition: the cells of u are (1, e), (0, e)
-        cells = [v for (u, e), v in separated.items()]
     # a random SD at 0 is lme4's singular fit, which the R script drops and refits (and marks when it stays); here
     # only an exploding one counts (the SDs come rounded to 3 decimals)
     exploding = {k: v for k, v in (random_sd or {}).items() if v > 1}
