@@ -116,8 +116,8 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
     A singular Hessian (standard error not finite or zero); on the log-odds scale (``log_odds``) an estimate beyond
     ±8 (separation or quasi-separation) and a 95% CI wider than three orders of magnitude of the odds ratio; a random
     effect (``random_sd``: name → SD on the logit scale) over 10, or at its boundary of 0. These are the fits whose
-    numbers look like results but are not: the shipped sample's GLMM, with every prompt pair answered alike, printed an
-    odds ratio of 1.00 with a 95% CI of [0.00, 1099.95] from a pair SD of 50.7.
+    numbers look like results but are not: a one-threshold GLMM with every prompt pair answered alike gives an odds
+    ratio of 1.00 with a 95% CI of [0.00, 1099.95] from a pair SD of 50.7.
     """
     def finite(x):
         try:

@@ -1,10 +1,10 @@
 """Degenerate fits never reach a headline: a separated or exploding fit is not valid, says why, and its headline
 falls back to the next valid test of the same quantity (``fallback_for``).
 
-Simulated scores only (no model): the shipped sample's design with every prompt pair answered alike in both
-conditions (its GLMM had a pair SD of 50.7 and printed "OR = 1.00, 95% CI [0.00, 1099.95]"), a model answering "No"
-to every prompt, a five-threshold run with pairs answered alike, a design cell answered all correct; and sound designs,
-which must stay valid.
+Simulated scores only (no model): a one-threshold design with every prompt pair answered alike in both conditions
+(its GLMM has a pair SD of 50.7 and reads "OR = 1.00, 95% CI [0.00, 1099.95]" at face value), a model answering
+"No" to every prompt, a five-threshold run with pairs answered alike, a design cell answered all correct; and sound
+designs, which must stay valid.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def frame(k: int, n: int, seed: int, *, acc: float = 2 / 3, alike: bool = True, 
                 for cond in (CL, EX):
                     ok = right[i] if alike else rng.random() < special.expit(0.5 + up * gap + pair)
                     pred = False if all_no else (label if ok else not label)
-                    rows.append({"model": "m", "condition": cond, "family": "proportional", "threshold": f"{t + 1}/{k + 1}",
+                    rows.append({"model": "m", "condition": cond, "family": "proportional",
+                                 "threshold": f"{t + 1}/{k + 1}",
                                  "monotonicity": "upward" if up else "downward",
                                  "quantifier": "more_than" if up else "less_than",
                                  "concept": f"{'more' if up else 'less'} than {t + 1}/{k + 1}",
@@ -94,7 +95,7 @@ def test_fallback_goes_to_the_first_valid_later_test_of_the_same_term():
 
 def test_the_sample_design_without_r_falls_back_to_the_mantel_haenszel_odds_ratio(monkeypatch):
     """One threshold, 16 of 24 right per concept, pairs alike: the GEE has no clustered inference; the headline says
-    so and hands the gap to the Mantel–Haenszel odds ratio, OR 1.00 [0.30, 3.32] as on the shipped sample."""
+    so and hands the gap to the Mantel–Haenszel odds ratio, OR 1.00 [0.30, 3.32]."""
     monkeypatch.setenv("NB_RSCRIPT", "none")
     head = headline(frame(1, 24, seed=0, exact=True))
     gee = by(head, "gee_bias_reduced")
@@ -108,14 +109,14 @@ def test_the_sample_design_without_r_falls_back_to_the_mantel_haenszel_odds_rati
 
 @needs_r
 def test_the_sample_design_glmm_is_not_valid_and_names_the_separation():
-    """The shipped sample's GLMM (pair SD 50.7; "OR = 1.00, 95% CI [0.00, 1099.95]", once printed as valid) is not
+    """The one-threshold design's GLMM (pair SD 50.7; "OR = 1.00, 95% CI [0.00, 1099.95]" at face value) is not
     valid, every term says the pairs separate the data, and the gap falls back to the Mantel–Haenszel odds ratio."""
     head = headline(frame(1, 24, seed=0, exact=True))
     glmm = [r for r in head if r["test"] == "glmm_lrt"]
     assert len(glmm) == 4 and not any(r["valid"] for r in glmm)
     assert all(reason(r).startswith("every prompt pair was answered alike in both conditions") for r in glmm)
     up = by(head, "glmm_lrt")
-    assert (up["ci_high"] - up["ci_low"]) / math.log(10) > 3, "the interval the sample once printed as valid"
+    assert (up["ci_high"] - up["ci_low"]) / math.log(10) > 3, "an interval that says nothing"
     for cond in (CL, EX):
         cmh = by(head, "cmh", condition=cond)
         assert cmh["fallback_for"] == "glmm_lrt" and odds_ratio(cmh) == ("1.00", "0.30", "3.32")
@@ -124,7 +125,7 @@ def test_the_sample_design_glmm_is_not_valid_and_names_the_separation():
 @needs_r
 def test_a_model_answering_no_to_every_prompt_has_no_valid_glmm():
     """All "No": every pair is answered alike; the optimizer stops at a pair SD under 10, but the pairs still separate
-    the data, so every GLMM term is not valid (the gap was printed "OR = 1.00, 95% CI [0.00, 2.2e+07]")."""
+    the data, so every GLMM term is not valid (at face value the gap reads "OR = 1.00, 95% CI [0.00, 2.2e+07]")."""
     head = headline(frame(1, 24, seed=1, all_no=True))
     glmm = [r for r in head if r["test"] == "glmm_lrt"]
     assert glmm and not any(r["valid"] for r in glmm)
@@ -134,8 +135,8 @@ def test_a_model_answering_no_to_every_prompt_has_no_valid_glmm():
 
 @needs_r
 def test_five_thresholds_with_pairs_answered_alike_fall_back_to_the_gee():
-    """Five thresholds × 6 prompts, pairs alike (once "OR = 0.58, 95% CI [0.01, 40.08]"): the GLMM is not valid; the
-    gap is reported by the GEE clustered by threshold, whose terms within pairs (explicit, upward × explicit) have a
+    """Five thresholds × 6 prompts, pairs alike (at face value an interval like "OR = 0.58, 95% CI [0.01, 40.08]"):
+    the GLMM is not valid; the gap is reported by the GEE clustered by threshold, whose terms within pairs (explicit, upward × explicit) have a
     zero sandwich variance and are not valid either, with the reason."""
     head = headline(frame(5, 6, seed=1, acc=0.5))
     assert not any(r["valid"] for r in head if r["test"] == "glmm_lrt")
