@@ -398,7 +398,8 @@ def rules_table(parts_dir: Path, out: Path | None = None) -> str:
     for r in rows + power:
         scen = r.get("scenario") or f"power, OR {r['odds_ratio']:g}, gap SD {r['sd_gap']:g}"
         kind = "" if "scenario" not in r else ("*" if not r["null_true"] else "")
-        lines.append(f"| {r['test']} | {scen}{kind} | {r['thresholds']} × {r['prompts_per_concept']} | {r['n_sims']} | "
+        design = f"{r['thresholds']} × {r['prompts_per_concept']}"
+        lines.append(f"| {r['test']} | {scen}{kind} | {design} | {r['n_sims']} | "
                      f"{r['rate']:.3f} ± {r['mc_se']:.3f} | {r['rejections_without_rules'] / r['n_sims']:.3f} | "
                      f"{r['n_flagged'] / r['n_sims']:.3f} |")
     text = "\n".join(lines)

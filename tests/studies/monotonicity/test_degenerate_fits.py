@@ -49,10 +49,13 @@ def frame(k: int, n: int, seed: int, *, acc: float = 2 / 3, alike: bool = True, 
     return pd.DataFrame(rows)
 
 
+def analysed(d: pd.DataFrame) -> list[dict]:
+    """The analysis's records of the mixed model and the pooled gap."""
+    return stats.records({"mixed_model": stats.mixed_model(d), "gap_pooled": stats.pooled_gap(d, n_boot=50)})
+
+
 def headline(d: pd.DataFrame) -> list[dict]:
-    """The headline records of the analysis's records (mixed model, pooled gap)."""
-    recs = stats.records({"mixed_model": stats.mixed_model(d), "gap_pooled": stats.pooled_gap(d, n_boot=50)})
-    return [r for r in recs if r.get("headline")]
+    return [r for r in analysed(d) if r.get("headline")]
 
 
 def odds_ratio(r: dict) -> tuple[str, str, str]:
@@ -136,10 +139,13 @@ def test_a_model_answering_no_to_every_prompt_has_no_valid_glmm():
 @needs_r
 def test_five_thresholds_with_pairs_answered_alike_fall_back_to_the_gee():
     """Five thresholds × 6 prompts, pairs alike (at face value an interval like "OR = 0.58, 95% CI [0.01, 40.08]"):
-    the GLMM is not valid; the gap is reported by the GEE clustered by threshold, whose terms within pairs (explicit, upward × explicit) have a
-    zero sandwich variance and are not valid either, with the reason."""
-    head = headline(frame(5, 6, seed=1, acc=0.5))
+    the GLMM is not valid; the gap is reported by the GEE clustered by threshold, whose terms within pairs
+    (explicit, upward × explicit) have a zero sandwich variance and are not valid either, with the reason."""
+    recs = analysed(frame(5, 6, seed=1, acc=0.5))
+    head = [r for r in recs if r.get("headline")]
     assert not any(r["valid"] for r in head if r["test"] == "glmm_lrt")
+    within = [r for r in recs if r["test"] == "gee_bias_reduced" and r["term"] in ("explicit", "upward:explicit")]
+    assert len(within) == 2 and all(not r["valid"] and "singular" in reason(r) for r in within)
     for cond in (CL, EX):
         gee = by(head, "gee_bias_reduced", condition=cond)
         assert gee["valid"] and gee["fallback_for"] == "glmm_lrt"
