@@ -434,8 +434,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.fast:
         return fast(args)
-    if args.rules:
-        print(rules_table(args.parts_dir, args.out))
+    if args.rules:  # written only to an --out named on the command line, never over calibration.json
+        named = any(a == "--out" or a.startswith("--out=") for a in (argv if argv is not None else sys.argv[1:]))
+        print(rules_table(args.parts_dir, args.out if named else None))
         return 0
     if args.merge:
         merge(args.parts_dir, args.out)
