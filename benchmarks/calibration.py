@@ -16,6 +16,7 @@ The run is split into parts so that each process stays short (every part writes 
     python benchmarks/calibration.py --part power --or 1.5     # power grid (GEE, sign-flip)
     python benchmarks/calibration.py --part negation           # benchmarks/calibration_negation.py's run(), if present
     python benchmarks/calibration.py --merge --out benchmarks/results/calibration.json
+    python benchmarks/calibration.py --rules --parts-dir DIR --out FILE  # what the degenerate-fit rules change
     python benchmarks/calibration.py --fast                    # every part (negation: its null scenarios), few simulations, loose bounds; exit 1 on failure
 """
 from __future__ import annotations
@@ -150,8 +151,11 @@ def _model_rejections(t: pd.DataFrame, prefix: str) -> dict[str, bool]:
         if not isinstance(r.term, str):
             continue
         key = f"{prefix}:{r.term}" + (f"@{r.condition}" if isinstance(r.condition, str) else "")
+        flagged = bool(getattr(r, "degenerate", ""))
         out[key] = bool(r.valid) and bool(r.p < ALPHA)
         out[key + "#invalid"] = not bool(r.valid)
+        out[key + "#flagged"] = flagged  # a degenerate fit (nbutils.stats.fit_problems): invalid by that rule alone
+        out[key + "#unruled"] = (bool(r.valid) or flagged) and bool(r.p < ALPHA)  # the verdict without that rule
     return out
 
 
@@ -179,7 +183,7 @@ def python_tests(d: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict[str
 
 def _rows(study: str, scenario: Scenario, outcomes: list[dict], design: dict, part: str) -> list[dict]:
     rows = []
-    keys = sorted({k for o in outcomes for k in o if not k.endswith("#invalid")})
+    keys = sorted({k for o in outcomes for k in o if "#" not in k})
     for key in keys:
         hits = [o[key] for o in outcomes if key in o]
         n, rej = len(hits), int(np.sum(hits))
@@ -189,6 +193,9 @@ def _rows(study: str, scenario: Scenario, outcomes: list[dict], design: dict, pa
                      "rate": rate, "mc_se": float(np.sqrt(rate * (1 - rate) / n)) if n else None,
                      "null_true": null, "own_null_true": own_null, "headline": key in HEADLINE,
                      "n_invalid": int(sum(o.get(key + "#invalid", False) for o in outcomes)), "part": part, **design})
+        if any(key + "#flagged" in o for o in outcomes):
+            rows[-1]["n_flagged"] = int(sum(o.get(key + "#flagged", False) for o in outcomes))
+            rows[-1]["rejections_without_rules"] = int(sum(o.get(key + "#unruled", False) for o in outcomes))
     return rows
 
 
@@ -213,15 +220,23 @@ def run_r(scenarios: list[str], n_sims: int, k: int, n: int, seed: int) -> list[
         t0 = time.perf_counter()
         data = pd.concat([qstats.glmm_input(simulate(sc, k, n, rng, model=f"s{i}")) for i in range(n_sims)])
         info, terms = qstats.run_glmm(data, seed=seed)
+        sd_text = info.set_index("unit")["sd"]
         outcomes = []
         for i in range(n_sims):
             t = terms[terms["unit"] == f"s{i}"]
+            d = data[data["unit"] == f"s{i}"].rename(columns={"pair": "pair_id"})
+            separated, alike, sds = qstats.separated_cells(d), qstats.pairs_alike(d), qstats.parse_sd(sd_text[f"s{i}"])
             o = {}
             for r in t.itertuples(index=False):
                 term, cond = qstats.TERM_NAMES[r.key], qstats._term_condition(r.key, [CL, EX])
                 key = f"glmm_lrt:{term}" + (f"@{cond}" if cond else "")
-                o[key] = bool(r.valid) and bool(r.p < ALPHA)
-                o[key + "#invalid"] = not bool(r.valid)
+                # the degenerate-fit rules glmm_model applies (nbutils.stats.fit_problems and the data's separation)
+                flagged = bool(qstats.term_problems(r.key, r.estimate, r.se, r.estimate - 1.96 * r.se,
+                                                    r.estimate + 1.96 * r.se, separated, sds, alike))
+                o[key] = bool(r.valid) and not flagged and bool(r.p < ALPHA)
+                o[key + "#invalid"] = not bool(r.valid) or flagged
+                o[key + "#flagged"] = flagged
+                o[key + "#unruled"] = bool(r.valid) and bool(r.p < ALPHA)
             outcomes.append(o)
         simplified = float(info["note"].fillna("").str.contains("singular fit: dropped").mean())
         rs = _rows("monotonicity", sc, outcomes, {"thresholds": k, "prompts_per_concept": n}, "r")
@@ -240,18 +255,22 @@ def run_power(odds_ratio: float, ks: list[int], ns: list[int], n_sims: int, seed
         for n in ns:
             rng = np.random.default_rng([seed, k, n, int(100 * odds_ratio)])
             t0 = time.perf_counter()
-            gee, sf = [], []
+            gee, sf, flagged, unruled = [], [], [], []
             for i in range(n_sims):
                 d = simulate(sc, k, n, rng, conditions=(CL,))
                 g = qstats.gee_model(d)
                 g = g[g["term"] == "upward"].iloc[0]
                 gee.append(bool(g["valid"]) and g["p"] < ALPHA)
+                flagged.append(bool(g.get("degenerate", "")))
+                unruled.append((bool(g["valid"]) or flagged[-1]) and g["p"] < ALPHA)
                 sf.append(stats.pooled_gap(d, n_boot=10, seed=i)["p_signflip"].iloc[0] < ALPHA)
             for test, hits in (("gee_bias_reduced:upward", gee), ("signflip_gap", sf)):
                 rate = float(np.mean(hits))
                 rows.append({"study": "monotonicity", "test": test, "odds_ratio": odds_ratio, "sd_gap": sd_gap,
                              "thresholds": k, "prompts_per_concept": n, "n_sims": n_sims, "rejections": int(np.sum(hits)),
                              "rate": rate, "mc_se": float(np.sqrt(rate * (1 - rate) / n_sims))})
+                if test.startswith("gee"):
+                    rows[-1].update(n_flagged=int(np.sum(flagged)), rejections_without_rules=int(np.sum(unruled)))
             print(f"[power] OR {odds_ratio} K={k} n={n}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return rows
 
@@ -364,6 +383,32 @@ def merge(parts_dir: Path, out: Path) -> dict:
     return result
 
 
+def rules_table(parts_dir: Path, out: Path | None = None) -> str:
+    """What the degenerate-fit rules (``nbutils.stats.fit_problems`` and the data's separation checks) change, from
+    the parts run into ``parts_dir``: per headline cell the rejection rate with the rules ± MC SE, the rate of the
+    same simulations without them, and the share of simulations the rules flag invalid. The simulations are those of
+    the committed cells (same seeds and designs), so the two rates differ only where a flagged fit rejected."""
+    rows, power = [], []
+    for f in sorted(parts_dir.glob("*.json")):
+        part = json.loads(f.read_text())
+        rows += [r for r in part.get("rows", []) if r.get("headline") and "n_flagged" in r]
+        power += [p for p in part.get("power", []) if "n_flagged" in p]
+    lines = ["| test | scenario | thresholds × prompts per concept | simulations | rate with the rules | without | "
+             "flagged invalid |", "|---|---|---|---|---|---|---|"]
+    for r in rows + power:
+        scen = r.get("scenario") or f"power, OR {r['odds_ratio']:g}, gap SD {r['sd_gap']:g}"
+        kind = "" if "scenario" not in r else ("*" if not r["null_true"] else "")
+        design = f"{r['thresholds']} × {r['prompts_per_concept']}"
+        lines.append(f"| {r['test']} | {scen}{kind} | {design} | {r['n_sims']} | "
+                     f"{r['rate']:.3f} ± {r['mc_se']:.3f} | {r['rejections_without_rules'] / r['n_sims']:.3f} | "
+                     f"{r['n_flagged'] / r['n_sims']:.3f} |")
+    text = "\n".join(lines)
+    if out is not None:
+        artifacts.write_json({"rows": rows, "power": power, "created": artifacts.now_utc(),
+                              "versions": artifacts.versions(), "r_versions": r_versions("lme4"), "table": text}, out)
+    return text
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=["python", "r", "power", "negation"])
@@ -381,12 +426,18 @@ def main(argv=None) -> int:
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--parts-dir", type=Path, default=ROOT / "benchmarks" / "results" / "calibration-parts")
     ap.add_argument("--merge", action="store_true")
+    ap.add_argument("--rules", action="store_true", help="with --parts-dir and --out: the table of what the "
+                    "degenerate-fit rules change in the parts run there (rate with and without them, share flagged)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "calibration.json")
     ap.add_argument("--fast", action="store_true", help="every part with few simulations and small designs, loose "
                     "bounds (headline false-positive rate ≤ 0.2, power at OR 2 ≥ 0.5); exit 1 when a bound fails")
     args = ap.parse_args(argv)
     if args.fast:
         return fast(args)
+    if args.rules:  # written only to an --out named on the command line, never over calibration.json
+        named = any(a == "--out" or a.startswith("--out=") for a in (argv if argv is not None else sys.argv[1:]))
+        print(rules_table(args.parts_dir, args.out if named else None))
+        return 0
     if args.merge:
         merge(args.parts_dir, args.out)
         return 0

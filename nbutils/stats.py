@@ -127,3 +127,70 @@ def t_interval(x, level: float = 0.95) -> tuple[float, float, float, float]:
     m, se = float(x.mean()), float(x.std(ddof=1) / np.sqrt(k))
     q = float(sps.t.ppf(0.5 + level / 2, k - 1))
     return m, se, m - q * se, m + q * se
+
+
+# --- degenerate fits: what keeps a model-based record out of a headline ------------------------------------------
+
+SEPARATION_LOG_ODDS = 8.0   # |log odds ratio| beyond this: the likelihood has no finite maximum in practice
+SD_MAX = 10.0               # a random-effect SD over this on the logit scale has exploded
+CI_DECADES_MAX = 3.0        # a 95% CI over more than three orders of magnitude on the odds-ratio scale says nothing
+
+
+def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool = True, random_sd: dict | None = None,
+                 check_se: bool = True) -> list[str]:
+    """Why a fitted coefficient must not be read, as plain reasons (empty when none applies).
+
+    A singular Hessian (standard error not finite or zero); on the log-odds scale (``log_odds``) an estimate beyond
+    ±8 (separation or quasi-separation) and a 95% CI wider than three orders of magnitude of the odds ratio; a random
+    effect (``random_sd``: name → SD on the logit scale) over 10, or at its boundary of 0. These are the fits whose
+    numbers look like results but are not: a one-threshold GLMM with every prompt pair answered alike gives an odds
+    ratio of 1.00 with a 95% CI of [0.00, 1099.95] from a pair SD of 50.7.
+    """
+    def finite(x):
+        try:
+            return x is not None and bool(np.isfinite(float(x)))
+        except (TypeError, ValueError):
+            return False
+
+    out = []
+    if check_se and not (finite(se) and float(se) > 1e-8 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
+        out.append("singular Hessian: the standard error is not finite or is zero")
+    if log_odds and finite(estimate) and abs(float(estimate)) > SEPARATION_LOG_ODDS:
+        out.append(f"an estimate beyond ±{SEPARATION_LOG_ODDS:g} log-odds: (quasi-)complete separation, the test is "
+                   "not reliable")
+    if log_odds and finite(ci_low) and finite(ci_high):
+        decades = (float(ci_high) - float(ci_low)) / np.log(10)
+        if decades > CI_DECADES_MAX:
+            out.append(f"the 95% CI spans {decades:.1f} orders of magnitude of the odds ratio, more than "
+                       f"{CI_DECADES_MAX:g}: the data do not locate the effect")
+    for name, sd in (random_sd or {}).items():
+        if not finite(sd):
+            continue
+        if float(sd) > SD_MAX:
+            out.append(f"the {name} random effect's SD is {float(sd):.1f} on the logit scale, over {SD_MAX:g}: the "
+                       f"variance component explodes, a quasi-separation by {name}")
+        elif float(sd) < 1e-4:
+            out.append(f"the {name} random effect's SD is at its boundary of 0, a singular fit")
+    return out
+
+
+def fallback_headlines(records: list[dict], order: list[str], key=("model", "condition", "term")) -> list[dict]:
+    """Give every headline record that is not valid a stand-in: the first valid record of the same ``key`` whose test
+    comes later in ``order`` (e.g. lme4's GLMM → the GEE → the Mantel–Haenszel odds ratio).
+
+    The stand-in gets ``headline`` True and ``fallback_for``: the invalid record's test; the invalid record keeps
+    ``headline`` True, so the paragraph says it is not estimable and why, then gives the stand-in. Records are
+    changed in place and returned.
+    """
+    rank = {t: i for i, t in enumerate(order)}
+    for head in [r for r in records if r.get("headline") and not r.get("valid", True) and r.get("test") in rank]:
+        if head.get("fallback_for"):
+            continue
+        k = tuple(head.get(c) for c in key)
+        later = [r for r in records if r is not head and r.get("test") in rank and rank[r["test"]] > rank[head["test"]]
+                 and tuple(r.get(c) for c in key) == k and r.get("valid", True) and r.get("estimate") is not None]
+        if later:
+            best = min(later, key=lambda r: rank[r["test"]])
+            best["headline"] = True
+            best["fallback_for"] = head["test"]
+    return records

@@ -215,3 +215,19 @@ def test_fast_mode_runs_end_to_end(tmp_path):
     assert res["fast"] and res["violations"] == []
     tests = {r["test"] for r in res["rows"]}
     assert "gee_bias_reduced:upward:explicit" in tests and "signflip_gap_difference" in tests
+
+
+def test_the_degenerate_fit_rules_leave_calibration_unchanged():
+    """benchmarks/results/calibration-rules.json: the committed cells' simulations (same seeds and designs) run again
+    with the degenerate-fit rules, for the GLMM, the GEE and the GEE's power at 5 thresholds, null and planted gaps,
+    plus a small GLMM design (5 thresholds × 10 prompts). In every cell the rules flag at most 1% of the fits, and the
+    rejection rate with the rules is within one Monte-Carlo SE of the same simulations' rate without them."""
+    res = json.loads((ROOT / "benchmarks" / "results" / "calibration-rules.json").read_text())
+    cells = res["rows"] + res["power"]
+    assert {r["test"].split(":")[0] for r in cells} == {"glmm_lrt", "gee_bias_reduced"}
+    assert any(r.get("null_true") for r in res["rows"]) and any(r.get("null_true") is False for r in res["rows"])
+    assert res["power"] and all(r["n_sims"] >= 30 for r in cells)
+    for r in cells:
+        assert r["n_flagged"] <= 0.01 * r["n_sims"], r
+        assert r["rejections_without_rules"] >= r["rejections"], "a rule can only take a rejection away"
+        assert abs(r["rejections_without_rules"] - r["rejections"]) / r["n_sims"] <= max(r["mc_se"], 1 / r["n_sims"]), r

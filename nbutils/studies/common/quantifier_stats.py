@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ...stats import holm, sign_flip_test, t_interval, wilson
+from ...stats import fit_problems, holm, sign_flip_test, t_interval, wilson
 
 CONCEPT_KEYS = ["family", "quantifier", "threshold", "monotonicity"]
 
@@ -180,7 +180,62 @@ TERM_NOTES = {"u": "log odds ratio upward vs downward (the gap)",
               "u@explicit": "log odds ratio upward vs downward (the gap)"}
 
 
-SEPARATION = "an estimate beyond ±8 log-odds: (quasi-)complete separation, the test is not reliable"
+# the cells (u, e) of the 2 × 2 design each term's estimate rests on; a cell answered all correct or all wrong makes
+# the term's maximum-likelihood estimate infinite (quasi-complete separation)
+TERM_CELLS = {"u": ((1, 0), (0, 0)), "e": ((0, 1), (0, 0)), "ue": ((1, 0), (0, 0), (1, 1), (0, 1)),
+              "u@explicit": ((1, 1), (0, 1))}
+CELL_NAMES = {(1, 0): "upward concepts under concept learning", (0, 0): "downward concepts under concept learning",
+              (1, 1): "upward concepts with the concept stated", (0, 1): "downward concepts with the concept stated"}
+
+
+def separated_cells(d: pd.DataFrame) -> dict[tuple[int, int], str]:
+    """Cells (u, e) of a ``_design`` frame answered all correct or all wrong, each with its reason (with one
+    condition, e is 0 whichever it is: its only term, u, rests on the cells (1, 0) and (0, 0))."""
+    out = {}
+    both = d["e"].nunique() > 1
+    for (u, e), g in d.groupby([d["u"].astype(int), d["e"].astype(int) * int(both)]):
+        if g["correct"].nunique() == 1:
+            what = CELL_NAMES[(u, e)] if both else ("upward" if u else "downward") + " concepts"
+            out[(u, e)] = (f"every answer to {what} is {'correct' if g['correct'].iloc[0] else 'wrong'}: "
+                           "quasi-complete separation")
+    return out
+
+
+def pairs_alike(d: pd.DataFrame) -> bool:
+    """True when every prompt pair seen in both conditions was answered alike (both correct or both wrong) in both."""
+    if "pair_id" not in d or d["e"].nunique() < 2:
+        return False
+    both = d.groupby("pair_id")["correct"].agg(["size", "nunique"])
+    both = both[both["size"] > 1]
+    return len(both) > 0 and bool((both["nunique"] == 1).all())
+
+
+def term_problems(key: str, estimate, se, ci_low, ci_high, separated: dict, random_sd: dict | None = None,
+                  alike: bool = False) -> str:
+    """Why one term of a fit is degenerate (``nbutils.stats.fit_problems`` plus the data's separation), as one
+    clause with no ';' (so it reads as the record's reason), or "" when the term may be read."""
+    cells = [separated[c] for c in TERM_CELLS.get(key, ()) if c in separated]
+    # a random SD at 0 is lme4's singular fit, which the R script drops and refits (and marks when it stays); here
+    # only an exploding one counts (the SDs come rounded to 3 decimals)
+    exploding = {k: v for k, v in (random_sd or {}).items() if v > 1}
+    found = fit_problems(estimate, se, ci_low, ci_high, random_sd=exploding)
+    if alike and random_sd and "pair" in random_sd:  # the pair variance has no finite maximum, whatever SD it reached
+        found = [f for f in found if not f.startswith("the pair random effect")]
+        found.insert(0, "every prompt pair was answered alike in both conditions, a quasi-separation by pair")
+    return ", and ".join(dict.fromkeys(cells + found))
+
+
+def parse_sd(text) -> dict[str, float]:
+    """``"threshold 0.412, pair 50.740"`` (the GLMM's ``random_sd``) → ``{"threshold": 0.412, "pair": 50.74}``."""
+    out = {}
+    for part in str(text or "").split(","):
+        bits = part.split()
+        if len(bits) == 2:
+            try:
+                out[bits[0]] = float(bits[1])
+            except ValueError:
+                continue
+    return out
 
 
 def _term_condition(key: str, conditions: list[str]) -> str | None:
@@ -242,17 +297,20 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
             notes.append(f"not estimable: the clustered GEE needs more thresholds than coefficients ({k} thresholds, "
                          f"{len(names)} coefficients); use at least {len(names) + 1} thresholds")
         q = float(sps.t.ppf(0.975, dfree))
+        separated = separated_cells(d)
         for key, c in contrasts.items():
             est, var = float(c @ fit.params.to_numpy()), float(c @ cov @ c)
             se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
             ok = valid and bool(np.isfinite(se))
-            sep = [SEPARATION] if abs(est) > 8 else []
+            degenerate = term_problems(key, est, se, est - q * se, est + q * se, separated) if valid else ""
+            sep = [degenerate] if degenerate else []
             tval = est / se if ok else np.nan
             rows.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),
                          "estimate": est if ok else np.nan, "se": se if ok else np.nan,
                          "ci_low": est - q * se if ok else np.nan, "ci_high": est + q * se if ok else np.nan,
                          "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)) if ok else np.nan,
-                         "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep)})
+                         "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep),
+                         "degenerate": degenerate})
     return pd.DataFrame(rows)
 
 @lru_cache(maxsize=1)
@@ -308,7 +366,8 @@ def glmm_model(df: pd.DataFrame) -> pd.DataFrame:
     for model, g in df.groupby("model", sort=False):
         i = info.loc[str(model)]
         conditions = list(dict.fromkeys(g["condition"]))
-        _, _, notes = _design(g)
+        d, _, notes = _design(g)
+        separated, alike, sds = separated_cells(d), pairs_alike(d), parse_sd(i["sd"])
         base = {"model": model, "test": "glmm_lrt", "formula": i["formula"], "random_effects": i["random"],
                 "random_sd": i["sd"], "n": len(g), "n_thresholds": _cluster(g).nunique()}
         fit_note = "" if pd.isna(i["note"]) else str(i["note"])
@@ -316,13 +375,14 @@ def glmm_model(df: pd.DataFrame) -> pd.DataFrame:
         if t.empty:
             rows.append({**base, "valid": False, "note": "; ".join(filter(None, notes + [fit_note, "no term to test"]))})
         for r in t.itertuples(index=False):
-            sep = SEPARATION if abs(r.estimate) > 8 else ""
+            sep = term_problems(r.key, r.estimate, r.se, r.estimate - 1.96 * r.se, r.estimate + 1.96 * r.se,
+                                separated, sds, alike)
             note = "; ".join(filter(None, [*notes, fit_note, "" if pd.isna(r.note) else str(r.note), sep]))
             rows.append({**base, "term": TERM_NAMES[r.key], "condition": _term_condition(r.key, conditions),
                          "estimate": r.estimate, "se": r.se, "ci_low": r.estimate - 1.96 * r.se,
                          "ci_high": r.estimate + 1.96 * r.se, "statistic": r.chisq, "df": r.df, "p": r.p,
                          "p_wald": r.p_wald, "valid": bool(r.valid) and not sep, "meaning": TERM_NOTES[r.key],
-                         "note": note})
+                         "note": note, "degenerate": sep})
     return pd.DataFrame(rows)
 
 
@@ -330,7 +390,9 @@ def mixed_model(df: pd.DataFrame, use_r: bool = True) -> pd.DataFrame:
     """Per model: the headline mixed-effects test and its pure-Python counterpart, one row per model × test × term.
 
     ``glmm_lrt`` (lme4 through R, when installed and ``use_r``) is the headline; ``gee_bias_reduced`` is always
-    computed and is the headline where R is absent or the GLMM has no valid fit. ``headline`` marks the row to report. Coefficients are log
+    computed and is the headline where R is absent or lme4 failed. ``headline`` marks the rows to report; a headline
+    term that is not valid (``degenerate`` says why when the fit looks fine but is not) keeps it, and the records name
+    its stand-in (``nbutils.stats.fallback_headlines``). Coefficients are log
     odds; ``odds_ratio`` and its CI are their exponentials. ``upward`` (concept learning) is the gap;
     ``upward:explicit`` < 0 means stating the concept shrinks it.
     """
@@ -341,11 +403,15 @@ def mixed_model(df: pd.DataFrame, use_r: bool = True) -> pd.DataFrame:
     for col in ("term", "condition", "meaning", "estimate", "se", "ci_low", "ci_high", "statistic", "df", "p"):
         if col not in out:
             out[col] = np.nan if col not in ("term", "condition", "meaning") else None
-    out["odds_ratio"] = np.exp(out["estimate"].astype(float))
-    out["or_ci_low"], out["or_ci_high"] = np.exp(out["ci_low"].astype(float)), np.exp(out["ci_high"].astype(float))
-    usable = (out["test"] == "glmm_lrt") & out["valid"].astype(bool) & out["term"].map(lambda t: isinstance(t, str))
-    has_glmm = usable.groupby(out["model"]).transform("any")  # a failed or invalid GLMM hands the headline to the GEE
+    with np.errstate(over="ignore"):  # a separated fit's odds ratio is inf: its row says it is not valid
+        out["odds_ratio"] = np.exp(out["estimate"].astype(float))
+        out["or_ci_low"], out["or_ci_high"] = np.exp(out["ci_low"].astype(float)), np.exp(out["ci_high"].astype(float))
+    fitted = (out["test"] == "glmm_lrt") & out["term"].map(lambda t: isinstance(t, str))
+    has_glmm = fitted.groupby(out["model"]).transform("any")  # lme4 failed outright: the GEE is the headline
+    # a fitted GLMM stays the headline even where a term is not valid (its reason is said); the records give each
+    # invalid headline term its stand-in (``fallback_for``: the GEE, else the sign-flip or Mantel–Haenszel test)
     out["headline"] = np.where(has_glmm, out["test"] == "glmm_lrt", out["test"] == "gee_bias_reduced")
     out["note"] = out["note"].fillna("")
+    out["degenerate"] = out["degenerate"].fillna("") if "degenerate" in out else ""
     out["meaning"] = out["meaning"].fillna("")
     return out

@@ -12,7 +12,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ...artifacts import json_clean
-from ...stats import holm, record, sign_flip_test, t_interval, wilson
+from ...stats import fallback_headlines, fit_problems, holm, record, sign_flip_test, t_interval, wilson
 from ..common import claims
 from ..common.quantifier_stats import (CONCEPT_KEYS, accuracy_table, appendix_b, matched_thresholds, mixed_model,
                                        pooled_gap, threshold_cells)
@@ -153,7 +153,9 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
     """Every inferential result of the analysis tables as ``nbutils.stats.record`` dicts (``summary["records"]``).
 
     Estimates of the model-based, CMH and sign-flip rows are log odds (ratios); the bootstrap row is the accuracy
-    gap; ``headline`` marks the mixed-effects test to report (lme4's GLMM where R is installed, else the GEE).
+    gap; ``headline`` marks the mixed-effects test to report (lme4's GLMM where R is installed, else the GEE) and,
+    where one of its terms is not valid, the stand-in that reports the same term instead (``fallback_for``: the
+    invalid record's test; see ``HEADLINE_ORDER``).
     """
     out = []
 
@@ -173,22 +175,29 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
     for r in rows("gap_pooled"):
         k = int(r.n_thresholds)
         few = "" if k >= 2 else "; one threshold: no variation between thresholds to test against"
+        wide = ", and ".join(fit_problems(r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high)) \
+            if k >= 2 else ""
         out.append(record("signflip_gap", "upward", r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high,
-                          r.p_signflip, valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
+                          r.p_signflip, valid=k >= 2 and not wide, condition=r.condition, model=r.model, n_thresholds=k,
                           exact=bool(r.signflip_exact),
-                          note="mean over thresholds of the up-vs-down log odds ratio; sign-flip test, t(K−1) CI" + few,
+                          note="mean over thresholds of the up-vs-down log odds ratio; sign-flip test, t(K−1) CI" + few
+                               + (f"; {wide}" if wide else ""),
                           hypothesis=claims.gap(r.condition)))
         out.append(record("cluster_bootstrap", "upward", r.gap, ci_low=r.gap_ci_low, ci_high=r.gap_ci_high,
                           valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
                           note="descriptive: accuracy gap, 95% percentile CI resampling thresholds (too narrow "
                                "with few thresholds: 9-12% false positives at 10 in calibration.json)" + few,
                           hypothesis=claims.gap(r.condition, "points", "gap")))
-        log_or = np.log(r.or_mh) if r.or_mh > 0 else np.nan
-        ci = [np.log(v) if v > 0 else np.nan for v in (r.or_mh_ci_low, r.or_mh_ci_high)]
+        finite_or = bool(np.isfinite(r.or_mh)) and r.or_mh > 0
+        log_or = np.log(r.or_mh) if finite_or else np.nan
+        ci = [np.log(v) if np.isfinite(v) and v > 0 else np.nan for v in (r.or_mh_ci_low, r.or_mh_ci_high)]
+        bad = ", and ".join(fit_problems(log_or, ci_low=ci[0], ci_high=ci[1], check_se=False)) if finite_or else \
+            "the Mantel-Haenszel odds ratio is 0, infinite or undefined: one direction is answered all right or all wrong"
         out.append(record("cmh", "upward", log_or, None, ci[0], ci[1], r.p_cmh, condition=r.condition,
                           model=r.model, odds_ratio=r.or_mh, p_holm_models=r.p_holm_models, n_thresholds=k,
-                          note="fixed-threshold test (these thresholds only): Mantel-Haenszel log odds ratio, "
-                               "CMH without continuity correction", hypothesis=claims.gap(r.condition)))
+                          valid=not bad, note="fixed-threshold test (these thresholds only): Mantel-Haenszel log odds "
+                                              "ratio, CMH without continuity correction" + (f"; {bad}" if bad else ""),
+                          hypothesis=claims.gap(r.condition)))
         out.append(record("breslow_day", "upward", p=r.p_breslow_day, condition=r.condition, model=r.model,
                           valid=k >= 2, n_thresholds=k,
                           note="fixed-threshold test that the odds ratio is the same at every threshold",
@@ -221,7 +230,13 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                           se_delta=r.se_delta, exact=bool(r.signflip_exact),
                           note="mean over matched thresholds of d′ up − d′ down; sign-flip test, t(K−1) CI; "
                                "se_delta treats the thresholds as fixed", hypothesis=claims.dprime_gap()))
-    return json_clean(out)
+    return json_clean(fallback_headlines(out, HEADLINE_ORDER))
+
+
+# a headline record that is not valid hands over to the first valid record of the same model, condition and term in
+# this order: the GLMM, the GEE (clustered by threshold), the sign-flip test over thresholds, the fixed-threshold
+# Mantel-Haenszel odds ratio (the last two exist for the gap, ``upward``, only)
+HEADLINE_ORDER = ["glmm_lrt", "gee_bias_reduced", "signflip_gap", "cmh"]
 
 
 def summary(gaps: pd.DataFrame, mixed: pd.DataFrame, dgap: pd.DataFrame) -> dict:

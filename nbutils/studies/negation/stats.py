@@ -26,7 +26,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from ...stats import claim, record, stars as _stars
+from ...stats import claim, fit_problems, record, stars as _stars
 
 TERMS = ["Intercept", "context", "form", "context × form"]
 COMPONENTS = ["root", "context", "form", "context × form", "item"]  # random-effect components
@@ -314,12 +314,16 @@ def records(coefs: pd.DataFrame, info: pd.DataFrame) -> list[dict]:
     keyed = info.set_index(["model", "spec"])
     for r in coefs.itertuples(index=False):
         i = keyed.loc[(r.model, r.spec)]
+        # a fit that converged with a singular covariance of its fixed effects is degenerate (log-perplexity scale:
+        # the odds-ratio rules do not apply)
+        singular = ", and ".join(fit_problems(r.estimate, r.se, log_odds=False)) if bool(r.valid) else ""
         # the record's own note (why it is not valid, when it is not) last: that is the reason the words give
         note = "; ".join(x for x in (i["path"], f"random {i['random']}", i["steps"],
                                      "Wald z (no Satterthwaite df): slightly liberal with few roots" if not i["satterthwaite"] else "",
-                                     r.note if isinstance(r.note, str) else "")
+                                     r.note if isinstance(r.note, str) else "", singular)
                          if x)
-        out.append(record(r.test, f"{r.term} [{r.coding}]", r.estimate, r.se, r.ci_low, r.ci_high, r.p, valid=bool(r.valid),
+        out.append(record(r.test, f"{r.term} [{r.coding}]", r.estimate, r.se, r.ci_low, r.ci_high, r.p,
+                          valid=bool(r.valid) and not singular,
                           note=note, model=r.model, spec=r.spec, coding=r.coding,
                           df=None if not np.isfinite(r.df) else float(r.df), random=i["random"],
                           headline=bool(r.term == "context × form" and r.coding == "deviation" and r.spec == "log_ppl"),

@@ -121,7 +121,8 @@ EXACT = {"rel": 1e-6, "abs": 1e-9}
 # lme4's fit of the CI data sits on a flat ridge of its likelihood (every concept is 3/4 correct, so the effects are
 # 0, and the noun's random-intercept SD runs to about 54): where the optimizer stops moves with the order of
 # floating-point sums. Refitting the same data with its rows shuffled moves the estimates by up to 1e-4 around 0,
-# the SEs by up to 2.3% and the p-values (all near 1) by up to 0.004; these tolerances cover that.
+# the SEs by up to 2.3% and the p-values (all near 1) by up to 0.004; these tolerances cover that. Such a fit is
+# degenerate (every pair answered alike, an exploding SD, CIs over many orders of magnitude): recorded as not valid.
 GLMM = {"estimate": {"abs": 1e-3}, "odds_ratio": {"abs": 1e-3}, "se": {"rel": 0.05}, "ci_low": {"rel": 0.05},
         "ci_high": {"rel": 0.05}, "log_or_ci_low": {"rel": 0.05}, "log_or_ci_high": {"rel": 0.05}, "p": {"abs": 0.01}}
 
