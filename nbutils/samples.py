@@ -29,23 +29,23 @@ def _has_scores(run: Path) -> bool:
     return bool(paths.score_sidecars(run)) or bool(paths.partial_sidecars(run))
 
 
-def run_dir_or_sample(run_dir, study: str, needs: str = "scores") -> str:
-    """The run directory an analysis of ``study`` reads: ``run_dir`` when it holds scores (``needs="scores"``) or a
-    dataset (``needs="dataset"``); otherwise, in Colab, the study's sample run (saying so in one line), and elsewhere a
+def run_dir_or_sample(run_dir, study: str, scored: bool = True):
+    """The run directory an analysis of ``study`` reads: ``run_dir`` when it holds a dataset and (``scored``) score
+    files; otherwise, in Colab, the study's sample run (saying so in one line), and elsewhere a
     ValueError of one line that names the sample. A run with score files that cannot be used (limited, stale) is
     returned as it is: the analysis says what is wrong with them."""
-    if needs not in ("scores", "dataset"):
-        raise ValueError(f"needs: must be 'scores' or 'dataset', got {needs!r}")
     run = paths.resolve(run_dir)
-    if _has_dataset(run) and (needs == "dataset" or _has_scores(run)):
-        return str(run_dir)
+    if _has_dataset(run) and (not scored or _has_scores(run)):
+        return run_dir
     missing = "no dataset" if not _has_dataset(run) else "no scores"
+    fix = ("score it first" if missing == "no scores" else "make its dataset first" if not scored
+           else "make and score it first")
     sample = sample_dir(study)
     if not _has_dataset(paths.resolve(sample)):
-        raise ValueError(f"run_dir: {run} has {missing}: make and score it first (the sample run {sample} is not in "
-                         "this install: it ships with the repository)")
+        raise ValueError(f"run_dir: {run} has {missing}: {fix} (the sample run {sample} is not in this install: it "
+                         "ships with the repository)")
     if colab.in_colab():
         print(f"{run_dir} has {missing}: analysing the sample run {sample} instead (Colab)")
         return sample
-    raise ValueError(f"run_dir: {run} has {missing}: score it first, or set run_dir = {sample!r} "
+    raise ValueError(f"run_dir: {run} has {missing}: {fix}, or set run_dir = {sample!r} "
                      "(the sample run: a small dataset scored by the embedded model)")

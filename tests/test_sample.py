@@ -6,7 +6,6 @@ without scores names the sample to use (in Colab, uses it)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -67,7 +66,7 @@ def test_an_analysis_without_scores_names_the_sample_and_colab_uses_it(tmp_path,
     for study in (*STUDIES, "cues"):
         sample = samples.sample_dir(study)
         with pytest.raises(ValueError) as err:
-            samples.run_dir_or_sample(empty, study, needs="dataset" if study == "cues" else "scores")
+            samples.run_dir_or_sample(empty, study, scored=study != "cues")
         message = str(err.value)
         assert "\n" not in message and message.startswith(f"run_dir: {empty} has no dataset")
         assert f"run_dir = {sample!r}" in message
@@ -77,14 +76,14 @@ def test_an_analysis_without_scores_names_the_sample_and_colab_uses_it(tmp_path,
     shutil.copy2(SAMPLE / "prompts.parquet", dataset_only / "prompts.parquet")
     with pytest.raises(ValueError, match=r"has no scores: score it first, or set run_dir = 'outputs/samples/monot"):
         samples.run_dir_or_sample(dataset_only, "monotonicity")
-    assert samples.run_dir_or_sample(dataset_only, "cues", needs="dataset") == dataset_only  # cues profile datasets
+    assert samples.run_dir_or_sample(dataset_only, "cues", scored=False) == dataset_only  # cues profile datasets
     assert samples.run_dir_or_sample(SAMPLE, "monotonicity") == SAMPLE  # a run with scores is analysed as it is
     monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
     capsys.readouterr()
     assert samples.run_dir_or_sample("outputs/demo-not-here", "negation") == "outputs/samples/negation"
     assert capsys.readouterr().out == ("outputs/demo-not-here has no dataset: analysing the sample run "
                                        "outputs/samples/negation instead (Colab)\n")
-    assert samples.run_dir_or_sample(empty, "cues", needs="dataset") == "outputs/samples/monotonicity"
+    assert samples.run_dir_or_sample(empty, "cues", scored=False) == "outputs/samples/monotonicity"
 
 
 @pytest.mark.notebooks
