@@ -169,16 +169,17 @@ def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_ve
         assert done.returncode == 0, f"nbutils {args}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
+    nbutils("run", "notebooks/cues/01_profile.ipynb", str(work / "cues.ipynb"), "-p", "run_dir",
+            "outputs/samples/monotonicity", "-p", "top_k", "5")
+    run = work / "outputs" / "samples" / "monotonicity"
+    assert paths.cues_results_path(run).is_file()
     for study in STUDIES:
         run = work / "outputs" / "samples" / study
         nbutils("run", studies.get(study).notebooks["analyze"], "-p", "run_dir", f"outputs/samples/{study}",
                 *ANALYSE[study])
         summary = json.loads(paths.summary_path(run).read_text())
         assert SLUG in summary and summary["records"], study
-    nbutils("run", "notebooks/cues/01_profile.ipynb", str(work / "cues.ipynb"), "-p", "run_dir",
-            "outputs/samples/monotonicity", "-p", "top_k", "5")
     run = work / "outputs" / "samples" / "monotonicity"
-    assert paths.cues_results_path(run).is_file()
     summary = json.loads(paths.summary_path(run).read_text())[SLUG]
     scores = pd.read_parquet(paths.score_file(run, SLUG)).merge(pd.read_parquet(run / "prompts.parquet"),
                                                                   on="prompt_id", suffixes=("", "_prompt"))
