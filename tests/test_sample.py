@@ -63,6 +63,21 @@ def test_each_sample_is_a_small_complete_run_of_its_study(study):
     assert f"outputs/samples/{study}" in readme and record.notebooks["analyze"] in readme
 
 
+# the dataset parameter file each sample is made from (scripts/make_sample.sh)
+MADE_FROM = {"monotonicity": "params/monotonicity/datasets/demo.yaml", "negation": "params/negation/datasets/ci.yaml",
+             "personas": "params/personas/datasets/ci.yaml", "custom": "params/custom/datasets/example_yesno.yaml"}
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_each_sample_is_made_from_the_parameter_file_make_sample_names(study):
+    script = (ROOT / "scripts" / "make_sample.sh").read_text()
+    assert f"{study}) echo \"{MADE_FROM[study]} " in script
+    record = studies.get(study)
+    recorded = artifacts.read_json(paths.sidecar(paths.dataset_path(SAMPLES / study, record.dataset_file)))["parameters"]
+    wanted = yaml.safe_load((ROOT / MADE_FROM[study]).read_text())
+    assert {k: recorded.get(k) for k in wanted} == wanted, f"the {study} sample was made from other parameters; {REMAKE}"
+
+
 def test_an_analysis_without_scores_names_the_sample_and_colab_uses_it(tmp_path, monkeypatch, capsys):
     empty = tmp_path / "run"
     for study in (*STUDIES, "cues"):
