@@ -2,7 +2,7 @@
 
 A badge is static Markdown and a setup cell runs before ``nbutils`` is installed, so each notebook carries the address
 as text; this module is the one place it is set, and ``python -m nbutils colab-links`` writes it into every notebook
-(and the docs' ``mkdocs.yml``). A fork sets ``REPOSITORY`` (and ``BRANCH``) below, runs that command and commits the
+(and the README's and docs' badges and ``mkdocs.yml``). A fork sets ``REPOSITORY`` (and ``BRANCH``) below, runs that command and commits the
 notebooks; ``tests/test_colab.py`` checks that every badge and setup cell uses this address and names a notebook that
 exists.
 """
@@ -52,13 +52,14 @@ def rewrite(text: str, repository: str = REPOSITORY, branch: str = BRANCH) -> st
 
 
 def sync(root: Path, repository: str = REPOSITORY, branch: str = BRANCH) -> list[Path]:
-    """Point every notebook under ``root/notebooks`` (and ``mkdocs.yml``'s repository) at ``repository``; returns the
-    files changed. The notebooks are edited as text, so nothing else in them moves."""
+    """Point every notebook under ``root/notebooks``, the badges of the README and docs, and ``mkdocs.yml``'s repository
+    at ``repository``; returns the files changed. Files are edited as text, so nothing else in them moves."""
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository):
         raise ValueError(f"repository: must be owner/name as on GitHub, got {repository!r}")
     changed = []
-    for path in sorted((root / "notebooks").rglob("*.ipynb")):
-        if ".ipynb_checkpoints" in path.parts:
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]  # their badges (the README's quickstart)
+    for path in [*sorted((root / "notebooks").rglob("*.ipynb")), *pages]:
+        if ".ipynb_checkpoints" in path.parts or not path.is_file():
             continue
         old = path.read_text(encoding="utf-8")
         new = rewrite(old, repository, branch)

@@ -52,9 +52,13 @@ def test_colab_links_points_a_fork_at_itself_and_changes_nothing_else(tmp_path, 
     fork = tmp_path / "fork"
     shutil.copytree(ROOT / "notebooks", fork / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copy2(ROOT / "mkdocs.yml", fork / "mkdocs.yml")
+    shutil.copy2(ROOT / "README.md", fork / "README.md")
     monkeypatch.setattr(paths, "repo_root", lambda: fork)
     assert cli.main(["colab-links", "--repository", "someone/probes-fork", "--branch", "dev"]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == len(NOTEBOOKS) + 1  # every notebook and mkdocs.yml
+    assert len(capsys.readouterr().out.splitlines()) == len(NOTEBOOKS) + 2  # every notebook, README.md, mkdocs.yml
+    readme = (fork / "README.md").read_text(encoding="utf-8")
+    assert colab.badge_links(readme) == [("someone/probes-fork", "dev", "notebooks/quickstart.ipynb")]
+    assert "repo_url: https://github.com/someone/probes-fork\n" in (fork / "mkdocs.yml").read_text(encoding="utf-8")
     for notebook in NOTEBOOKS:
         text = (fork / rel(notebook)).read_text(encoding="utf-8")
         assert colab.badge_links(text) == [("someone/probes-fork", "dev", rel(notebook))]
