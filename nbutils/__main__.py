@@ -1,6 +1,6 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
-``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies`` and
-``python -m nbutils where``.
+``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies``,
+``python -m nbutils where`` and ``python -m nbutils colab-links``.
 
 Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
 nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--study", help="registered study (default: the one whose dataset the run holds)")
     sub.add_parser("studies", help="list the registered studies")
     sub.add_parser("where", help="print the project root and where the shipped notebooks and parameter files are")
+    cl = sub.add_parser("colab-links", help="point every notebook's Colab badge and setup cell at the repository set in "
+                                            "nbutils/colab.py (a fork: set REPOSITORY there first, or pass --repository)")
+    cl.add_argument("--repository", help="owner/name on GitHub (default: nbutils.colab.REPOSITORY)")
+    cl.add_argument("--branch", help="branch the badges open (default: nbutils.colab.BRANCH)")
     args = parser.parse_args(argv)
     try:
         if args.command == "sweep":
@@ -111,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"root: {paths.root()}")
             print(f"shipped notebooks: {paths.shipped_copy('notebooks') or '-'}")
             print(f"shipped params: {paths.shipped_copy('params') or '-'}")
+            return 0
+        if args.command == "colab-links":
+            from . import colab, paths
+
+            changed = colab.sync(paths.repo_root(), args.repository or colab.REPOSITORY, args.branch or colab.BRANCH)
+            print("\n".join(f"rewrote {p}" for p in changed) or "every badge and setup cell already points there")
             return 0
         from .runstore import merge_shards
 

@@ -1,27 +1,54 @@
 #!/usr/bin/env bash
-# Regenerate outputs/sample/, the sample run that ships with the repository so that the analysis notebooks run with no
-# model (`-p run_dir outputs/sample`): the demo prompts (params/monotonicity/datasets/demo.yaml) and their scores by the
-# embedded default model, on the CPU in float32 so that every machine gives the same numbers. Only the dataset, the score
-# file and their sidecars are kept; the analysis makes the rest. Replaces outputs/sample/ as a whole (it says so).
+# Regenerate the sample runs that ship with the repository under outputs/samples/<study>/, so that every study's
+# analysis notebook runs with no model (`-p run_dir outputs/samples/<study>`): a small dataset of each study and its
+# scores by the embedded default model, on the CPU in float32 so that every machine gives the same numbers. Only the
+# dataset, the score file and their sidecars are kept (and the folder's README.md); the analysis makes the rest.
+#
+#   bash scripts/make_sample.sh                  # every study: monotonicity negation personas custom
+#   bash scripts/make_sample.sh negation custom  # only these
+#
+# Each sample replaces outputs/samples/<study>/ as a whole (it says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's nbutils, in the kernels too
 PY=.venv/bin/python
+MODEL=smollm2-135m-instruct
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-run="$work/run"
-"$PY" -m nbutils run notebooks/monotonicity/01_generate.ipynb "$work/01_generate.ipynb" \
-    -f params/monotonicity/datasets/demo.yaml -p run_dir "$run"
-"$PY" -m nbutils run notebooks/score.ipynb "$work/score.ipynb" -f params/models/smollm2-135m-instruct.yaml \
-    -p run_dir "$run" -p device cpu -p dtype float32
-keep="$work/sample"
-mkdir -p "$keep/scores"
-cp "$run"/prompts.parquet "$run"/prompts.json "$keep/"
-cp "$run"/scores/smollm2-135m-instruct.parquet "$run"/scores/smollm2-135m-instruct.json "$keep/scores/"
-cp outputs/sample/README.md "$keep/" 2>/dev/null || true
-[ -d outputs/sample ] && echo "replacing outputs/sample/ (its dataset, scores and anything an analysis wrote there)"
-rm -rf outputs/sample
-mkdir -p outputs
-mv "$keep" outputs/sample
-du -sh outputs/sample
-echo "sample run → outputs/sample (analyse it: python -m nbutils run notebooks/monotonicity/03_analyze.ipynb -p run_dir outputs/sample)"
+
+# study → its dataset parameters, the model parameters and the dataset file the run holds
+dataset_of() {
+    case "$1" in
+        monotonicity) echo "params/monotonicity/datasets/demo.yaml params/models/$MODEL.yaml prompts" ;;
+        negation) echo "params/negation/datasets/ci.yaml params/negation/models/smollm2.yaml stimuli" ;;
+        personas) echo "params/personas/datasets/ci.yaml params/models/$MODEL.yaml personas" ;;
+        custom) echo "params/custom/datasets/example_yesno.yaml params/models/$MODEL.yaml items" ;;
+        *) echo "make_sample.sh: study must be one of monotonicity negation personas custom, got '$1'" >&2; return 1 ;;
+    esac
+}
+
+make_one() {
+    local study=$1 data model name
+    read -r data model name < <(dataset_of "$study")
+    local run="$work/$study/run" keep="$work/$study/sample" dest="outputs/samples/$study"
+    local generate
+    generate=$("$PY" -c "from nbutils import studies; print(studies.get('$study').notebooks['generate'])")
+    "$PY" -m nbutils run "$generate" "$work/$study/01.ipynb" -f "$data" -p run_dir "$run"
+    "$PY" -m nbutils run notebooks/score.ipynb "$work/$study/score.ipynb" -f "$model" \
+        -p run_dir "$run" -p device cpu -p dtype float32
+    mkdir -p "$keep/scores"
+    cp "$run/$name.parquet" "$run/$name.json" "$keep/"
+    cp "$run/scores/$MODEL.parquet" "$run/scores/$MODEL.json" "$keep/scores/"
+    cp "$dest/README.md" "$keep/" 2>/dev/null || true
+    [ -d "$dest" ] && echo "replacing $dest/ (its dataset, scores and anything an analysis wrote there)"
+    rm -rf "$dest"
+    mkdir -p outputs/samples
+    mv "$keep" "$dest"
+    du -sh "$dest"
+}
+
+for study in "${@:-monotonicity negation personas custom}"; do
+    for s in $study; do make_one "$s"; done
+done
+echo "samples → outputs/samples/ (analyse one: python -m nbutils run notebooks/<study>/03_analyze.ipynb -p run_dir outputs/samples/<study>)"

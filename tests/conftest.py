@@ -144,3 +144,99 @@ def tiny_run(tmp_path_factory):
                   prompts_per_concept=6, n_examples=6, seed=3)
     artifacts.write_dataset(generate_prompts(**params), prompts_path(run), {"parameters": params})
     return run
+
+
+def base_requirements(root) -> list[str]:
+    """The base install's requirements (pyproject's ``dependencies``, no extras)."""
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def requirement_closure(requirements: list[str]) -> list:
+    """The installed distributions that ``requirements`` need, recursively (extras and markers honoured)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen, todo, dists = set(), [(Requirement(r), "") for r in requirements], []
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        name = req.name.lower().replace("_", "-")
+        key = (name, tuple(sorted(req.extras)))
+        if key in seen:
+            continue
+        seen.add(key)
+        dist = metadata.distribution(req.name)
+        if name not in {d.metadata["Name"].lower().replace("_", "-") for d in dists}:
+            dists.append(dist)
+        for sub in dist.requires or []:
+            sub_req = Requirement(sub)
+            for e in ("", *req.extras):
+                todo.append((sub_req, e))
+    return dists
+
+
+@pytest.fixture(scope="session")
+def package_source(tmp_path_factory):
+    """A clean copy of what the package is built from, as ``pip install git+…`` would clone it: a build writes
+    nothing in the repository."""
+    import shutil
+
+    from nbutils import paths
+
+    root, src = paths.repo_root(), tmp_path_factory.mktemp("package") / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "build")
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(root / name, src / name)
+    for name in ("nbutils", *paths.SHIPPED):
+        shutil.copytree(root / name, src / name, ignore=ignore)
+    return src
+
+
+@pytest.fixture(scope="session")
+def base_venv(tmp_path_factory, package_source):
+    """A real base install: a fresh venv holding this package (built as a wheel, not editable) and only the
+    distributions its base requirements need, linked from this environment, so ``import torch`` fails in it.
+
+    Returns (python, env): the venv's interpreter and an environment for subprocesses (offline, the venv's own
+    ``python3`` kernel, no PYTHONPATH).
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nbutils import paths
+
+    root, tmp = paths.repo_root(), tmp_path_factory.mktemp("base_venv")
+
+    def run(cmd, **kw):
+        done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+        assert done.returncode == 0, f"{cmd}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done
+
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "wheel",
+         package_source])
+    venv = tmp / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", venv])
+    python = venv / "bin" / "python"
+    deps = tmp / "deps"  # the base requirements' distributions, linked file by top-level entry
+    deps.mkdir()
+    for dist in requirement_closure(base_requirements(root)):
+        base = Path(dist.locate_file(""))
+        for top in {Path(f).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            if (base / top).exists() and not (deps / top).exists():
+                (deps / top).symlink_to(base / top)
+    purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip())
+    (purelib / "_base_deps.pth").write_text(f"{deps}\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NBUTILS_ROOT", "JUPYTER_PATH")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(venv),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               JUPYTER_DATA_DIR=str(tmp / "jupyter"))  # no user kernelspec: python3 is the venv's own interpreter
+    wheel = next((tmp / "wheel").glob("*.whl"))
+    run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel], env=env)
+    return python, env

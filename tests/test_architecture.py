@@ -19,7 +19,7 @@ PKG = repo_root() / "nbutils"
 # base: every module that is not engine, study, run analysis, registry or top (this set names them for the reader)
 BASE = {"nbutils", "nbutils.paths", "nbutils.artifacts", "nbutils.stats", "nbutils.spec", "nbutils.runstore",
         "nbutils.rbridge"}
-TOP = {"nbutils.sweep", "nbutils.cluster", "nbutils.__main__", "nbutils.report"}
+TOP = {"nbutils.sweep", "nbutils.cluster", "nbutils.__main__", "nbutils.report", "nbutils.samples"}
 COMMON = "nbutils.studies.common"
 
 

@@ -18,14 +18,20 @@ import submitit
 import yaml
 
 from nbutils import cluster, paths
+from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
 
 ROOT = paths.repo_root()
-LIMIT = 3  # prompts per concept and condition: 12 rows per model on the demo dataset
+LIMIT = 3  # prompts per concept and condition: 12 rows per model on the dataset below
+# two concepts at one threshold, both conditions: a small dataset whose limited runs stay small
+DATASET = dict(concepts=["more than 1/2", "less than 1/2"], conditions=["concept_learning", "explicit"],
+               prompts_per_concept=6, n_examples=20, seed=0)
 
 
 def _sweep(tmp: Path, name: str, models: list[str], **extra) -> Path:
-    cfg = {"study": "monotonicity", "run_dir": str(tmp / name), "dataset": "params/monotonicity/datasets/demo.yaml",
+    dataset = tmp / f"{name}-dataset.yaml"
+    dataset.write_text(yaml.safe_dump(DATASET))
+    cfg = {"study": "monotonicity", "run_dir": str(tmp / name), "dataset": str(dataset),
            "models": models, "analyze": {"n_boot": 200, "use_r": False}, **extra}
     f = tmp / f"{name}.yaml"
     f.write_text(yaml.safe_dump(cfg))
@@ -274,8 +280,7 @@ def _rows(partial: Path) -> int:
 def test_a_preempted_job_is_requeued_and_resumes_from_its_checkpoint(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("prompts.parquet", "prompts.json"):  # the demo dataset, as the sample run ships it
-        shutil.copy(ROOT / "outputs" / "sample" / name, run / name)
+    write_prompts(generate_prompts(**DATASET), run, DATASET)
     params = {**yaml.safe_load((ROOT / "params" / "models" / "smollm2-135m-instruct.yaml").read_text()),
               "batch_size": 1, "checkpoint_every": 1, "limit": LIMIT}
     slug = "smollm2-135m-instruct"

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from nbutils import __main__ as cli
-from nbutils import paths, sweep
+from nbutils import colab, paths, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted(DOCS.rglob("*.md"))]
-REPO = "https://github.com/llm-bias-probes/llm-bias-probes/blob/main/"
+REPO = f"{colab.clone_url()}/blob/{colab.BRANCH}/"
 # what a repository path starts with; outputs/ is the user's, except the sample run that ships
-TOP = ("nbutils/", "notebooks/", "params/", "scripts/", "tests/", "benchmarks/", "docs/", "outputs/sample", ".ci/",
+TOP = ("nbutils/", "notebooks/", "params/", "scripts/", "tests/", "benchmarks/", "docs/", "outputs/samples", ".ci/",
        "environment.yml", "pyproject.toml", "mkdocs.yml")
 PATH_RE = re.compile(r"(?<![\w/.{}-])((?:" + "|".join(re.escape(t) for t in TOP) + r")[\w./-]*)")
 PLACEHOLDER = re.compile(r"(^|/)(my[-_]|mine\b)")  # a user's own file in an example: params/models/my-model.yaml

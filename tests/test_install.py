@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import site
 import subprocess
 import sys
@@ -126,7 +125,7 @@ def run(cmd, cwd, env, timeout=600) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.notebooks
-def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path):
+def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path, package_source):
     """``pip install .`` (not -e) into a fresh venv, then the demo sweep from a folder outside the repository.
 
     Nothing is downloaded: the fresh venv sees the dependencies of this one through a .pth file (whose folder's own
@@ -134,13 +133,7 @@ def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path):
     dequantized copy comes from the usual cache (NBUTILS_CACHE).
     """
     t0 = time.perf_counter()
-    src = tmp_path / "src"  # a clean copy, as `pip install git+…` would clone: the build writes nothing in the repo
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", "build")
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    for name in ("nbutils", *paths.SHIPPED):
-        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    src = package_source
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path, os.environ)
     python = venv / "bin" / "python"

@@ -24,7 +24,7 @@ from nbutils import artifacts, paths, studies
 from nbutils.__main__ import main
 from nbutils.report import write_report
 
-SAMPLE = paths.repo_root() / "outputs" / "sample"
+SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 ANALYZE = studies.get("monotonicity").notebooks["analyze"]
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -17,7 +17,7 @@ from nbutils.studies.common import claims
 from nbutils.studies.monotonicity import analysis
 from nbutils.studies.monotonicity.results import results_text
 
-SAMPLE = paths.repo_root() / "outputs" / "sample"
+SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 
 
 @pytest.mark.parametrize("p,text", [(0.0004, "p < .001"), (0.0321, "p = .032"), (0.5, "p = .500"), (0.99995, "p > .999"),
@@ -324,8 +324,9 @@ def test_the_sample_runs_paragraph_is_written_and_holds_its_own_numbers(sample_a
     run, a = sample_analysis
     text = (run / "results.md").read_text()
     assert text == a.text
-    head = [r for r in a.summary["records"] if r.get("headline")]
-    assert head, "the analysis names its headline records"
+    # the paragraph reports the gap per condition and its change (the explicit main effect is in the tables)
+    head = [r for r in a.summary["records"] if r.get("headline") and r["term"] in ("upward", "upward:explicit")]
+    assert len(head) == 3, "the analysis names its headline records"
     for r in head:
         assert results.phrase(r) in text
     model = a.summary["design"]["models"][0]

@@ -1,24 +1,29 @@
-"""The sample run that ships in outputs/sample/ (scripts/make_sample.sh) is what the current code makes: its dataset is
-the demo dataset generated again, byte for byte, and a few of its rows scored again by the embedded model give the same
-choices and margins; and its analysis runs without PyTorch, as in a base (analysis-only) install."""
+"""The sample runs that ship in outputs/samples/<study>/ (scripts/make_sample.sh) are what the current code makes: the
+monotonicity sample's dataset is the demo dataset generated again, byte for byte, and a few of its rows scored again by
+the embedded model give the same choices and margins; every sample's scores belong to its dataset; every sample's
+analysis and the cue profile run in a real base install (a venv without PyTorch); and an analysis pointed at a run
+without scores names the sample to use (in Colab, uses it)."""
 from __future__ import annotations
 
 import json
-import os
+import shutil
+import subprocess
 import sys
 
 import pandas as pd
 import pytest
 import yaml
 
-from nbutils import artifacts, paths, runstore, studies
+from nbutils import artifacts, paths, runstore, samples, studies
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 
 ROOT = paths.repo_root()
-SAMPLE = ROOT / "outputs" / "sample"
+SAMPLES = ROOT / "outputs" / "samples"
+SAMPLE = SAMPLES / "monotonicity"
+STUDIES = ("monotonicity", "negation", "personas", "custom")
 SLUG = "smollm2-135m-instruct"
 SPEC = studies.get("monotonicity").spec
-REMAKE = "run `bash scripts/make_sample.sh` and commit outputs/sample/"
+REMAKE = "run `bash scripts/make_sample.sh` and commit outputs/samples/"
 MARGIN_TOL = 1e-4  # float32 on the CPU: thread counts and kernels move log-probabilities by about 1e-6
 
 
@@ -34,13 +39,68 @@ def test_the_sample_dataset_is_the_demo_dataset_generated_now(tmp_path):
         f"same rows, other bytes (pandas, pyarrow: sample, now = {versions}); {REMAKE}")
 
 
-def test_the_sample_scores_belong_to_its_dataset():
-    """The score file is complete, tied to the sample's dataset by sha256 and read back by the analysis unchanged."""
-    side = artifacts.read_json(paths.sidecar(paths.score_file(SAMPLE, SLUG)))
+@pytest.mark.parametrize("study", STUDIES)
+def test_each_sample_is_a_small_complete_run_of_its_study(study):
+    """The score file is complete, made on the CPU in float32 from the whole dataset, tied to the sample's dataset by
+    sha256 and read back by the analysis unchanged; the sample is well under 1 MB and its README says what it is."""
+    sample, record = SAMPLES / study, studies.get(study)
+    dataset = paths.dataset_path(sample, record.dataset_file)
+    side = artifacts.read_json(paths.sidecar(paths.score_file(sample, SLUG)))
     assert side["complete"] and side["dtype"] == "float32" and side["device"] == "cpu" and side["limit"] is None
-    assert side["dataset_sha256"] == artifacts.sha256_file(SAMPLE / "prompts.parquet")
-    scores = runstore.load_scores(SAMPLE, SPEC)
-    assert len(scores) == len(pd.read_parquet(SAMPLE / "prompts.parquet")) == side["n_rows"] == 96
+    assert side["dataset_sha256"] == artifacts.sha256_file(dataset)
+    scores = runstore.load_scores(sample, record.spec)
+    assert len(scores) == len(pd.read_parquet(dataset)) == side["n_rows"]
+    if study == "monotonicity":
+        assert len(scores) == 120 and scores["threshold"].nunique() == 5
+    shipped = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "."], cwd=sample,
+                             capture_output=True, text=True, check=True).stdout.split()  # what an analysis adds is ignored
+    files = [sample / f for f in shipped if (sample / f).is_file()]
+    assert sorted(p.relative_to(sample).as_posix() for p in files) == sorted(
+        ["README.md", dataset.name, paths.sidecar(dataset).name, f"scores/{SLUG}.parquet", f"scores/{SLUG}.json"]), (
+        "only the dataset, the scores, their sidecars and the README ship")
+    assert sum(p.stat().st_size for p in files) < 300_000
+    readme = (sample / "README.md").read_text()
+    assert f"outputs/samples/{study}" in readme and record.notebooks["analyze"] in readme
+
+
+# the dataset parameter file each sample is made from (scripts/make_sample.sh)
+MADE_FROM = {"monotonicity": "params/monotonicity/datasets/demo.yaml", "negation": "params/negation/datasets/ci.yaml",
+             "personas": "params/personas/datasets/ci.yaml", "custom": "params/custom/datasets/example_yesno.yaml"}
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_each_sample_is_made_from_the_parameter_file_make_sample_names(study):
+    script = (ROOT / "scripts" / "make_sample.sh").read_text()
+    assert f"{study}) echo \"{MADE_FROM[study]} " in script
+    record = studies.get(study)
+    recorded = artifacts.read_json(paths.sidecar(paths.dataset_path(SAMPLES / study, record.dataset_file)))["parameters"]
+    wanted = yaml.safe_load((ROOT / MADE_FROM[study]).read_text())
+    assert {k: recorded.get(k) for k in wanted} == wanted, f"the {study} sample was made from other parameters; {REMAKE}"
+
+
+def test_an_analysis_without_scores_names_the_sample_and_colab_uses_it(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "run"
+    for study in (*STUDIES, "cues"):
+        sample = samples.sample_dir(study)
+        with pytest.raises(ValueError) as err:
+            samples.run_dir_or_sample(empty, study, scored=study != "cues")
+        message = str(err.value)
+        assert "\n" not in message and message.startswith(f"run_dir: {empty} has no dataset")
+        assert f"run_dir = {sample!r}" in message
+        assert (ROOT / sample / "scores" / f"{SLUG}.json").is_file(), sample
+    dataset_only = tmp_path / "generated"
+    dataset_only.mkdir()
+    shutil.copy2(SAMPLE / "prompts.parquet", dataset_only / "prompts.parquet")
+    with pytest.raises(ValueError, match=r"has no scores: score it first, or set run_dir = 'outputs/samples/monot"):
+        samples.run_dir_or_sample(dataset_only, "monotonicity")
+    assert samples.run_dir_or_sample(dataset_only, "cues", scored=False) == dataset_only  # cues profile datasets
+    assert samples.run_dir_or_sample(SAMPLE, "monotonicity") == SAMPLE  # a run with scores is analysed as it is
+    monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
+    capsys.readouterr()
+    assert samples.run_dir_or_sample("outputs/demo-not-here", "negation") == "outputs/samples/negation"
+    assert capsys.readouterr().out == ("outputs/demo-not-here has no dataset: analysing the sample run "
+                                       "outputs/samples/negation instead (Colab)\n")
+    assert samples.run_dir_or_sample(empty, "cues", scored=False) == "outputs/samples/monotonicity"
 
 
 @pytest.mark.notebooks
@@ -64,36 +124,10 @@ def test_sixteen_sample_rows_scored_again_give_the_same_choices_and_margins(tmp_
     assert clear.all() and (both["choice"] == both["choice_sample"]).all(), REMAKE
 
 
-BLOCKER = '''import importlib.abc, os, sys
-
-class _NoScoringPackages(importlib.abc.MetaPathFinder):
-    """As if the score extra were not installed: torch, transformers, accelerate, gguf and bitsandbytes do not import."""
-    def find_spec(self, name, path, target=None):
-        if name.partition(".")[0] in {"torch", "transformers", "accelerate", "gguf", "bitsandbytes"}:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked: a base install)", name=name)
-
-sys.meta_path.insert(0, _NoScoringPackages())
-with open(os.environ["NO_SCORE_LOG"], "a") as f:
-    f.write(f"{os.getpid()}\\n")
-'''
-
-
-@pytest.fixture()
-def base_install(tmp_path, monkeypatch):
-    """Python processes started from here (a kernel, ``python -c``) behave as a base install without the score extra:
-    a sitecustomize on PYTHONPATH blocks its packages and logs each process it runs in."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(BLOCKER)
-    log = tmp_path / "blocked.log"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    monkeypatch.setenv("NO_SCORE_LOG", str(log))
-    return log
-
-
-def test_a_base_install_analyses_but_loading_a_model_says_to_install_the_score_extra(base_install):
+@pytest.mark.notebooks
+def test_a_base_install_analyses_but_loading_a_model_says_to_install_the_score_extra(base_venv):
     """Every module but the engine imports without the scoring packages; the engine says which extra to install."""
-    import subprocess
+    python, env = base_venv
 
     script = (
         "import importlib, pkgutil, sys, nbutils\n"
@@ -107,9 +141,8 @@ def test_a_base_install_analyses_but_loading_a_model_says_to_install_the_score_e
         "except ImportError as err:\n"
         "    print('ENGINE', err)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=300, env=env, cwd=python.parent)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert len(base_install.read_text().split()) == 1, "the subprocess ran with the scoring packages blocked"
     assert int(out.stdout.split("imported ")[1].split()[0]) > 20
     engine = next(line for line in out.stdout.splitlines() if line.startswith("ENGINE"))
     assert 'pip install "llm-bias-probes[score]"' in engine and "torch" in engine
@@ -130,20 +163,39 @@ def test_pyproject_keeps_the_scoring_packages_in_the_score_extra():
     assert "EXTRAS=score,test,docs" in setup and '-e ".[$EXTRAS]"' in setup
 
 
+ANALYSE = {"monotonicity": ["-p", "n_boot", "200"], "negation": [], "personas": ["-p", "n_resamples", "999"],
+           "custom": ["-p", "n_boot", "200"]}
+
+
 @pytest.mark.notebooks
-def test_the_sample_is_analysed_and_reported_without_the_scoring_packages(base_install, tmp_path):
-    """03_analyze on a copy of the sample, in a kernel that cannot import torch or transformers (a base install), then
-    the report: the accuracies of summary.json are those of the sample's score file."""
-    import shutil
+def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_venv, tmp_path):
+    """In a venv with the package and its base requirements only (``import torch`` fails there), from a folder
+    outside the repository: each study's analysis on a copy of its sample, the cue profile on the monotonicity sample,
+    and the report; the accuracies of the monotonicity summary are those of the sample's score file."""
+    python, env = base_venv
+    nbutils_cmd = python.parent / "nbutils"
+    torch = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True, env=env)
+    assert torch.returncode != 0 and "No module named 'torch'" in torch.stderr
+    work = tmp_path / "work"
+    shutil.copytree(SAMPLES, work / "outputs" / "samples", ignore=shutil.ignore_patterns(  # what an analysis added
+        "notebooks", "tables", "figures", "logs", "summary.json", "results.md", "cues_results.md", "report.html"))
 
-    from nbutils.report import write_report
-    from nbutils.sweep import run_notebook
+    def nbutils(*args):
+        done = subprocess.run([nbutils_cmd, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"nbutils {args}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done.stdout
 
-    run = tmp_path / "sample"
-    shutil.copytree(SAMPLE, run)
-    analyze = studies.get("monotonicity").notebooks["analyze"]
-    run_notebook(analyze, None, {"run_dir": str(run), "n_boot": 200})
-    assert len(set(base_install.read_text().split())) == 1, "the kernel ran with the scoring packages blocked"
+    nbutils("run", "notebooks/cues/01_profile.ipynb", str(work / "cues.ipynb"), "-p", "run_dir",
+            "outputs/samples/monotonicity", "-p", "top_k", "5")
+    run = work / "outputs" / "samples" / "monotonicity"
+    assert paths.cues_results_path(run).is_file()
+    for study in STUDIES:
+        run = work / "outputs" / "samples" / study
+        nbutils("run", studies.get(study).notebooks["analyze"], "-p", "run_dir", f"outputs/samples/{study}",
+                *ANALYSE[study])
+        summary = json.loads(paths.summary_path(run).read_text())
+        assert summary["records"] and SLUG in json.dumps(summary), study  # the sample's model, tested
+    run = work / "outputs" / "samples" / "monotonicity"
     summary = json.loads(paths.summary_path(run).read_text())[SLUG]
     scores = pd.read_parquet(paths.score_file(run, SLUG)).merge(pd.read_parquet(run / "prompts.parquet"),
                                                                   on="prompt_id", suffixes=("", "_prompt"))
@@ -152,5 +204,5 @@ def test_the_sample_is_analysed_and_reported_without_the_scoring_packages(base_i
         up = rows[rows["concept"].str.startswith("more than")]["correct"].mean()
         down = rows[rows["concept"].str.startswith("less than")]["correct"].mean()
         assert headline["acc_up"] == pytest.approx(up) and headline["acc_down"] == pytest.approx(down), condition
-    page = write_report(run)
-    assert page == paths.report_path(run) and page.stat().st_size > 50_000
+    assert "report → " in nbutils("report", "outputs/samples/monotonicity")
+    assert paths.report_path(run).stat().st_size > 50_000

@@ -223,7 +223,8 @@ def test_generate_notebook_reports_bad_parameters(tmp_path):
 def test_committed_notebooks_are_clean_and_parameterized():
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").rglob("*.ipynb"))
     registered = {nb for s in studies.REGISTRY.values() for nb in s.notebooks.values()} | set(studies.RUN_ANALYSES.values())
-    assert set(paths) == registered  # every one registered: a study's steps or an analysis of any run (cues)
+    # every one registered (a study's steps or an analysis of any run, cues), or the one-kernel quickstart
+    assert set(paths) == registered | {QUICKSTART}
     assert set(NOTEBOOKS.values()) <= set(paths)
     for rel in paths:
         nb = nbformat.read(ROOT / rel, as_version=4)
@@ -233,6 +234,27 @@ def test_committed_notebooks_are_clean_and_parameterized():
         assert len(tagged) == 1, rel
         assert "colab.research.google.com/github/" in nb.cells[0].source and rel in nb.cells[0].source
         assert not any("def " in c.source for c in nb.cells if c.cell_type == "code"), "no functions in notebooks"
+
+
+QUICKSTART = "notebooks/quickstart.ipynb"
+
+
+def test_quickstart_generates_scores_and_analyses_the_demo_in_one_kernel(tmp_path):
+    """The quickstart notebook with ``limit: 2``: the whole demo dataset written, 2 prompts of each concept and
+    condition scored by the embedded model (a limited score file), and the analysis of that quick look, in one kernel."""
+    run = tmp_path / "run"
+    execute(QUICKSTART, tmp_path / "quickstart.ipynb", {"run_dir": str(run), "limit": 2, "n_boot": 100})
+    demo = yaml.safe_load((ROOT / "params" / "monotonicity" / "datasets" / "demo.yaml").read_text())
+    pd.testing.assert_frame_equal(pd.read_parquet(run / "prompts.parquet"), generate_prompts(**demo))
+    scores = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.limit-2.parquet")
+    assert len(scores) == 2 * len(demo["concepts"]) * len(demo["conditions"])
+    summary = json.loads((run / "summary.json").read_text())["smollm2-135m-instruct"]
+    assert set(summary["conditions"]) == set(demo["conditions"])
+    executed = nbformat.read(tmp_path / "quickstart.ipynb", as_version=4)
+    shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
+             if o.output_type == "display_data"]
+    assert any("text/markdown" in o.data for o in shown) and any("image/png" in o.data for o in shown)
+    assert (run / "figures" / "accuracy_by_threshold.png").is_file()
 
 
 def test_environment_file_installs_this_package():
