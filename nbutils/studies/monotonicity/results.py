@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...results import fmt_num, meaning, paragraph, phrase, reason
+from . import robustness
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 
@@ -52,5 +53,6 @@ def results_text(summary: dict) -> str:
         caveats.append(f"with {k} threshold(s) the results are about these thresholds only; a claim about thresholds "
                        "in general needs more of them (the sign-flip test cannot reach p < .05 below 5)")
     caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n]
+    lines += robustness.sentences(summary)  # does the gap survive how the question is asked (prompt variants)?
     return paragraph("Is upward monotonicity learned better than downward?", design, lines or
                      ["No model has both an upward and a downward concept at a threshold: no gap to test."], caveats)
