@@ -8,7 +8,9 @@ the gap is the same under every variant; under the alternative it is present und
 is analysed with the study's own functions (``nbutils.studies.monotonicity.robustness``): the GEE Wald test for every
 simulation, the lme4 GLMM likelihood-ratio test (one ``Rscript`` per batch) on a subset when R is installed.
 
-    python benchmarks/calibration_robustness.py --sims 300 --r-sims 100 --out benchmarks/results/calibration_robustness.json
+    python benchmarks/calibration_robustness.py --sims 200 --r-sims 60 --out gee.json     # GEE: both designs; GLMM: demo
+    python benchmarks/calibration_robustness.py --sims 0 --r-sims 60 --designs study --r-designs study --out glmm.json
+    python benchmarks/calibration_robustness.py --merge gee.json glmm.json --out benchmarks/results/calibration_robustness.json
     python benchmarks/calibration_robustness.py --fast        # few simulations, loose bounds; exit 1 on failure
 """
 from __future__ import annotations
@@ -131,7 +133,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--fast", action="store_true", help="few simulations, loose bounds; exit 1 when a bound fails")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None,
+                    help="join result files of separate runs (e.g. the GEE and the GLMM parts) into --out")
     a = ap.parse_args(argv)
+    if a.merge:
+        return merge(a.merge, a.out)
     if a.fast:
         a.sims, a.r_sims, a.designs = 60, 0, ["demo"]
     use_r = a.r_sims > 0 and r_available("lme4")
@@ -139,12 +145,14 @@ def main(argv=None) -> int:
     for dname in a.designs:
         for sname, sc in SCENARIOS.items():
             ds = DESIGNS[dname]
-            row = {"design": asdict(ds), "scenario": asdict(sc), "null": not sc.only_first,
-                   "gee_wald": run_gee(sc, ds, a.sims, a.seed)}
+            row = {"design": asdict(ds), "scenario": asdict(sc), "null": not sc.only_first}
+            if a.sims:
+                row["gee_wald"] = run_gee(sc, ds, a.sims, a.seed)
             if use_r and dname in a.r_designs:
                 row["glmm_lrt"] = run_glmm(sc, ds, a.r_sims, a.seed)
             results.append(row)
-            print(f"{dname:6s} {sname:24s} GEE {row['gee_wald']['rate']:.3f} ({row['gee_wald']['n_valid']} valid)"
+            print(f"{dname:6s} {sname:24s}" + (f" GEE {row['gee_wald']['rate']:.3f} ({row['gee_wald']['n_valid']} valid)"
+                                                 if "gee_wald" in row else "")
                   + (f"  GLMM {row['glmm_lrt']['rate']:.3f} ({row['glmm_lrt']['n_valid']} valid)" if "glmm_lrt" in row else ""),
                   flush=True)
             bound = FPR_MAX if not a.fast else 0.15
@@ -160,6 +168,26 @@ def main(argv=None) -> int:
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
     return 1 if failures else 0
+
+
+def merge(files: list[Path], out: Path | None) -> int:
+    """One results file from several runs: each design × scenario's tests side by side, the metadata of the first."""
+    parts = [json.loads(f.read_text()) for f in files]
+    rows: dict = {}
+    for part in parts:
+        for r in part["results"]:
+            key = (r["design"]["name"], r["scenario"]["name"])
+            rows.setdefault(key, {k: v for k, v in r.items() if k not in ("gee_wald", "glmm_lrt")})
+            rows[key].update({k: r[k] for k in ("gee_wald", "glmm_lrt") if k in r})
+    meta = {**parts[0], "sims": max(p["sims"] for p in parts), "r_sims": max(p["r_sims"] for p in parts),
+            "results": list(rows.values()), "failures": [f for p in parts for f in p["failures"]],
+            "merged_from": [str(f) for f in files]}
+    text = json.dumps(artifacts.json_clean(meta), indent=1) + "\n"
+    if out:
+        out.write_text(text)
+    else:
+        print(text)
+    return 1 if meta["failures"] else 0
 
 
 if __name__ == "__main__":

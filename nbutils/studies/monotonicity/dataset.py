@@ -173,6 +173,13 @@ def parameters(concepts, conditions, prompts_per_concept, n_examples, seed, temp
     return out
 
 
+def variant_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Prompts per concept × condition and variant of each axis (one column per axis × variant): the balance dealt."""
+    axes = [a for a in variants.AXES if a in df]
+    return pd.concat({a: df.groupby(["concept", "condition"])[a].value_counts().unstack(fill_value=0) for a in axes},
+                     axis=1, names=["axis", "variant"])
+
+
 def write_prompts(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool = False) -> dict:
     """``{run_dir}/prompts.parquet`` + sidecar; refuses to replace a dataset made with other parameters."""
     from ...paths import prompts_path

@@ -29,6 +29,7 @@ AXIS_NAMES = {"template": ("template", "templates"), "phrase": ("phrase", "phras
 COLUMNS = ["model", "condition", "axis", "variant", "n", "n_up", "n_down", "acc_up", "acc_down", "gap", "gap_ci_low",
            "gap_ci_high", "log_or", "log_or_ci_low", "log_or_ci_high", "p"]
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
+MIN_CELL_LRT = 30  # prompts per variant × direction below which the LRT is not reported (9% false positives at 12)
 PLACEBO = "the phrase does not appear in explicit prompts (the concept is stated): a check that should find nothing"
 
 
@@ -159,7 +160,8 @@ def glmm_lrt(units: dict[str, tuple[pd.DataFrame, str]], seed: int = 0) -> dict[
 
 def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.DataFrame:
     """Per model × condition × varied axis: does the gap differ across the variants? The GLMM likelihood-ratio test
-    is the reported one where R is installed and its fit is valid, else the GEE Wald test (always computed)."""
+    is the reported one where R is installed, its fit is valid and every variant × direction cell holds at least
+    ``MIN_CELL_LRT`` prompts; else the GEE Wald test (always computed, conservative in small cells)."""
     units = {}
     for axis in varied_axes(df):
         for (model, condition), g in df.groupby(["model", "condition"], sort=False):
@@ -170,10 +172,14 @@ def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.Dat
         model, condition, _ = key.rsplit("|", 2)
         gee = gee_wald(g, axis)
         lrt = glmm.get(key)
-        use = lrt if lrt is not None and lrt.get("valid") else gee
+        cell = int(g.groupby([axis, "monotonicity"]).size().min())
+        use = lrt if lrt is not None and lrt.get("valid") and cell >= MIN_CELL_LRT else gee
         notes = [PLACEBO] if axis == "phrase" and condition == "explicit" else []
         if lrt is not None and not lrt.get("valid"):
             notes.append(f"GLMM not used ({lrt.get('note') or 'invalid fit'}): the GEE Wald test is reported")
+        elif lrt is not None and cell < MIN_CELL_LRT:
+            notes.append(f"the smallest variant × direction cell has {cell} prompts (< {MIN_CELL_LRT}), where the GLMM's "
+                         "likelihood-ratio test rejects a true null too often: the GEE Wald test is reported")
         notes.append(use.get("note", ""))
         rows.append({"model": model, "condition": condition, "axis": axis, "n_variants": g[axis].nunique(),
                      "n": len(g), "method": use["method"], "statistic": use.get("statistic"), "df": use.get("df"),
