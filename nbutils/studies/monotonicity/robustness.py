@@ -28,6 +28,8 @@ AXIS_NAMES = {"template": ("template", "templates"), "phrase": ("phrase", "phras
               "answer_words": ("answer-word pair", "answer-word pairs")}
 COLUMNS = ["model", "condition", "axis", "variant", "n", "n_up", "n_down", "acc_up", "acc_down", "gap", "gap_ci_low",
            "gap_ci_high", "log_or", "log_or_ci_low", "log_or_ci_high", "p"]
+TEST_COLUMNS = ["model", "condition", "axis", "n_variants", "n", "method", "statistic", "df", "df_denom", "p", "valid",
+                "p_gee_wald", "p_glmm_lrt", "random_effects", "note"]
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 MIN_CELL_LRT = 30  # prompts per variant × direction below which the LRT is not reported (9% false positives at 12)
 PLACEBO = "the phrase does not appear in explicit prompts (the concept is stated): a check that should find nothing"
@@ -186,7 +188,7 @@ def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.Dat
                      "df_denom": use.get("df_denom"), "p": use.get("p"), "valid": bool(use.get("valid")),
                      "p_gee_wald": gee["p"], "p_glmm_lrt": lrt.get("p") if lrt else np.nan,
                      "random_effects": (lrt or {}).get("random_effects", ""), "note": "; ".join(n for n in notes if n)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=TEST_COLUMNS)
 
 
 def records(table: pd.DataFrame, het: pd.DataFrame) -> list[dict]:

@@ -243,3 +243,36 @@ def test_glmm_lrt_agrees_with_the_wald_test_and_the_headline_glmm_takes_the_axes
     info, _ = qstats.run_glmm(data)
     said = f"{info['random'].iloc[0]} {info['note'].iloc[0]}"
     assert "(1 | template)" in said and "(0 + uc | template)" in said  # fitted, or dropped at zero variance and said so
+
+
+@pytest.mark.notebooks
+def test_a_multiverse_sweep_scores_the_answer_words_and_reports_robustness(tmp_path):
+    """One small sweep on the real embedded model: 16 prompts in every template, phrase and answer-word pair."""
+    import yaml
+
+    from nbutils.studies.monotonicity.scores import load_scores
+    from nbutils.sweep import run_sweep
+
+    data = tmp_path / "dataset.yaml"
+    data.write_text(yaml.safe_dump(dict(concepts=PAIR, prompts_per_concept=4, n_examples=20, seed=0,
+                                        templates="all", phrases="all", answer_words="all")))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(dict(study="monotonicity", run_dir=str(tmp_path / "run"), dataset=str(data),
+                                         models=[str(ROOT / "params" / "models" / "smollm2-135m-instruct.yaml")],
+                                         analyze=dict(n_boot=100, use_r=False))))
+    report = run_sweep(sweep, run_dir=str(tmp_path / "run"))
+    assert not report.failed and report.analyzed
+    run = tmp_path / "run"
+    prompts = pd.read_parquet(run / "prompts.parquet")
+    assert len(prompts) == 16 and set(prompts["answer_words"]) == {"yes_no", "true_false"}
+    raw = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.parquet")
+    assert {"logp_0", "logp_1"} <= set(raw.columns) and set(raw["choice"]) <= {"Yes", "No", "True", "False"}
+    s = load_scores(run)
+    affirmative = s["answer_words"].map(lambda n: variants.words(n)[0])
+    assert (s["pred_yes"] == (s["choice"] == affirmative)).all() and (s["pred_yes"] == (s["margin"] > 0)).all()
+    assert (s["correct"] == (s["pred_yes"] == s["label"])).all()
+    table = pd.read_csv(run / "tables" / "robustness.csv")
+    assert set(table["axis"]) == set(variants.AXES) and (run / "figures" / "robustness.png").exists()
+    summary = json.loads((run / "summary.json").read_text())
+    assert len([r for r in summary["records"] if r["test"] == "heterogeneity"]) == 2 * len(variants.AXES)
+    assert "templates" in (run / "results.md").read_text()
