@@ -5,7 +5,7 @@ The plain dataset asks every prompt the papers' way; the multiverse dataset deal
 answer-word pair of the catalogue over the same number of prompts (so its options differ by row: Yes/No and
 True/False). Reports seconds per round, prompts/s, mean prompt tokens and the multiverse/plain time ratio.
 
-    python benchmarks/robustness_cost.py --prompts-per-concept 6 --rounds 2 --out benchmarks/results/robustness-cost.json
+    python benchmarks/robustness_cost.py --prompts-per-concept 6 --rounds 1 --out benchmarks/results/robustness-cost.json
 """
 from __future__ import annotations
 
@@ -40,10 +40,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts-per-concept", type=int, default=6, help="per concept and condition (6: 24 prompts)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of plain then multiverse")
+    ap.add_argument("--dtype", default="float32", help="float32 (default: no bf16 margin calibration per run) or auto")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     spec = studies.get("monotonicity").spec
-    lm = models.load_model(models.DEFAULT_MODEL, quantization="auto", dtype="auto", device="auto", scorer="choices")
+    lm = models.load_model(models.DEFAULT_MODEL, quantization="auto", dtype=a.dtype, device="cpu", scorer="choices")
     seconds: dict[str, list[float]] = {"plain": [], "multiverse": []}
     tokens: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="robustness-cost-") as tmp:
