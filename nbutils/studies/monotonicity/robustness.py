@@ -4,10 +4,10 @@ A dataset made with several templates, phrases or answer words (``variants.py``)
 prompt. Per model × condition × axis this module gives the gap under every variant (``tables/robustness.csv``) and
 a test that the gap is the same under all of them (``test: heterogeneity`` records). Both tests hold each
 threshold's intercept and gap as fixed effects (the thresholds are a nuisance here: the variants are dealt within
-every concept) beside a variant intercept, and test the V−1 upward × variant terms: the likelihood-ratio test (χ²,
-V−1 df) in a binomial GLMM with a random intercept for the query's noun (lme4) where R is installed, and everywhere
-a Wald test from a logistic GEE clustered by the query's noun, with the bias-reduced (Mancl–DeRouen) covariance and
-an F(V−1, G−1) reference for G nouns. Both are calibrated in ``benchmarks/results/calibration_robustness.json``.
+every concept) beside a variant intercept, and test the V−1 upward × variant terms. The reported one is a Wald test
+from a logistic GEE clustered by the query's noun, with the bias-reduced (Mancl–DeRouen) covariance and an
+F(V−1, G−1) reference for G nouns; where R is installed the likelihood-ratio test (χ², V−1 df) in a binomial GLMM
+with a random intercept for the noun (lme4) is computed beside it as a cross-check. Both are calibrated in ``benchmarks/results/calibration_robustness.json``.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ COLUMNS = ["model", "condition", "axis", "variant", "n", "n_up", "n_down", "acc_
 TEST_COLUMNS = ["model", "condition", "axis", "n_variants", "n", "method", "statistic", "df", "df_denom", "p", "valid",
                 "p_gee_wald", "p_glmm_lrt", "random_effects", "note"]
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
-MIN_CELL_LRT = 30  # prompts per variant × direction below which the LRT is not reported (9% false positives at 12)
 PLACEBO = "the phrase does not appear in explicit prompts (the concept is stated): a check that should find nothing"
 
 
@@ -161,9 +160,9 @@ def glmm_lrt(units: dict[str, tuple[pd.DataFrame, str]], seed: int = 0) -> dict[
 
 
 def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.DataFrame:
-    """Per model × condition × varied axis: does the gap differ across the variants? The GLMM likelihood-ratio test
-    is the reported one where R is installed, its fit is valid and every variant × direction cell holds at least
-    ``MIN_CELL_LRT`` prompts; else the GEE Wald test (always computed, conservative in small cells)."""
+    """Per model × condition × varied axis: does the gap differ across the variants? The reported test is the GEE
+    Wald test, whose level was shown on 200 simulations per cell; with R the GLMM likelihood-ratio test is computed
+    beside it (``p_glmm_lrt``), a cross-check that rejected a true null 6–10% of the time in fewer simulations."""
     units = {}
     for axis in varied_axes(df):
         for (model, condition), g in df.groupby(["model", "condition"], sort=False):
@@ -174,14 +173,11 @@ def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.Dat
         model, condition, _ = key.rsplit("|", 2)
         gee = gee_wald(g, axis)
         lrt = glmm.get(key)
-        cell = int(g.groupby([axis, "monotonicity"]).size().min())
-        use = lrt if lrt is not None and lrt.get("valid") and cell >= MIN_CELL_LRT else gee
+        use = gee  # the calibrated test (benchmarks/results/calibration_robustness.json); the LRT is a cross-check
         notes = [PLACEBO] if axis == "phrase" and condition == "explicit" else []
-        if lrt is not None and not lrt.get("valid"):
-            notes.append(f"GLMM not used ({lrt.get('note') or 'invalid fit'}): the GEE Wald test is reported")
-        elif lrt is not None and cell < MIN_CELL_LRT:
-            notes.append(f"the smallest variant × direction cell has {cell} prompts (< {MIN_CELL_LRT}), where the GLMM's "
-                         "likelihood-ratio test rejects a true null too often: the GEE Wald test is reported")
+        if lrt is not None:
+            notes.append(f"GLMM likelihood-ratio test beside it: p = {lrt['p']:.3g}" if lrt.get("valid") and
+                         pd.notna(lrt.get("p")) else f"GLMM likelihood-ratio test not valid ({lrt.get('note') or 'no fit'})")
         notes.append(use.get("note", ""))
         rows.append({"model": model, "condition": condition, "axis": axis, "n_variants": g[axis].nunique(),
                      "n": len(g), "method": use["method"], "statistic": use.get("statistic"), "df": use.get("df"),
