@@ -221,10 +221,12 @@ def test_committed_calibration_holds_the_claims():
     res = json.loads((ROOT / "benchmarks" / "results" / "calibration_robustness.json").read_text())
     nulls = [r for r in res["results"] if r["null"]]
     assert nulls and res["sims"] >= 200 and not res["failures"]
-    for r in nulls:
+    for r in nulls:  # the reported test holds its level; the GLMM LRT (a cross-check) is reported as measured
         assert r["gee_wald"]["n_sims"] >= 200 and r["gee_wald"]["rate"] <= 0.075
-        if "glmm_lrt" in r:
-            assert r["glmm_lrt"]["rate"] <= 0.075
+    alt = [r for r in res["results"] if not r["null"] and r["design"]["name"] == "study"]
+    assert alt and alt[0]["gee_wald"]["rate"] > 0.5  # the power the study page states
+    docs = (ROOT / "docs" / "studies" / "monotonicity.md").read_text()
+    assert f"{100 * alt[0]['gee_wald']['rate']:.1f}%" in docs
 
 
 @pytest.mark.slow
