@@ -3,7 +3,8 @@ scored with the same loaded model, back to back (alternating, so a busy host slo
 
 The plain dataset asks every prompt the papers' way; the multiverse dataset deals every template, phrase and
 answer-word pair of the catalogue over the same number of prompts (so its options differ by row: Yes/No and
-True/False). Reports seconds per round, prompts/s, mean prompt tokens and the multiverse/plain time ratio.
+True/False). Reports seconds per round, prompts/s, mean prompt tokens, the multiverse/plain time ratio, and the
+token totals of both designs at the robustness demo's size (192 prompts), which do not depend on the host's load.
 
     python benchmarks/robustness_cost.py --prompts-per-concept 6 --rounds 1 --out benchmarks/results/robustness-cost.json
 """
@@ -36,6 +37,18 @@ def make_run(root: Path, name: str, ppc: int, multiverse: bool) -> Path:
     return run_dir
 
 
+def token_totals(tokenizer, ppc: int = 48) -> dict:
+    """Prompt tokens (raw text, no chat template) of the robustness demo's size (192 prompts), plain and multiverse:
+    the forward pass's cost, measured without the host's load in it."""
+    out = {}
+    for kind, kw in (("plain", {}), ("multiverse", dict(templates="all", phrases="all", answer_words="all"))):
+        df = dataset.generate_prompts(CONCEPTS, prompts_per_concept=ppc, **kw)
+        out[kind] = int(sum(len(tokenizer(t)["input_ids"]) for t in df["text"]))
+    out["ratio_multiverse_to_plain"] = out["multiverse"] / out["plain"]
+    out["prompts"] = 2 * 2 * ppc
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts-per-concept", type=int, default=6, help="per concept and condition (6: 24 prompts)")
@@ -60,6 +73,7 @@ def main(argv=None) -> int:
     report = {"prompts": n, "rounds": a.rounds, "seconds": seconds, "median_seconds": {"plain": plain, "multiverse": multi},
               "prompts_per_second": {"plain": n / plain, "multiverse": n / multi},
               "mean_prompt_tokens": tokens, "ratio_multiverse_to_plain": multi / plain,
+              "token_totals": token_totals(lm.tokenizer),
               "model": models.DEFAULT_MODEL, "dtype": lm.meta.get("dtype"),
               "host": {"platform": platform.platform(), "cpus": os.cpu_count(),
                        "load_average": os.getloadavg()},
