@@ -147,3 +147,23 @@ def test_score_file_checks_benchmark_times_the_checked_and_unchecked_read(tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["rows"] == 19 * 2 * 4 and report["load_scores_seconds_checked"] > 0
+
+
+@pytest.mark.notebooks  # scores 2 × 8 prompts with the embedded model
+def test_robustness_cost_benchmark_times_the_multiverse_against_the_plain_design(tmp_path):
+    out = tmp_path / "cost.json"
+    proc = _run("robustness_cost.py", "--prompts-per-concept", "2", "--rounds", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["prompts"] == 8 and set(report["median_seconds"]) == {"plain", "multiverse"}
+    assert report["ratio_multiverse_to_plain"] == pytest.approx(
+        report["median_seconds"]["multiverse"] / report["median_seconds"]["plain"])
+
+
+def test_robustness_calibration_script_runs_fast_and_checks_its_bounds(tmp_path):
+    out = tmp_path / "cal.json"
+    proc = _run("calibration_robustness.py", "--sims", "20", "--r-sims", "0", "--designs", "study", "--out", str(out))
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert [r["scenario"]["name"] for r in report["results"]] == ["null_common_gap", "null_no_gap", "gap_under_one_template"]
+    assert all(r["gee_wald"]["n_sims"] == 20 for r in report["results"]) and (proc.returncode == 1) == bool(report["failures"])

@@ -23,9 +23,14 @@ nb_fit <- function(fixed, random, d) {
   list(m = m, singular = !is.null(m) && inherits(m, "merMod") && isSingular(m, tol = 1e-4), conv = conv)
 }
 RAND <- c(threshold = "(1 | cluster)", slope = "(0 + uc | cluster)", noun = "(1 | noun)", pair = "(1 | pair)")
+AXES <- c("template", "phrase", "answer_words")  # prompt-variant axes: intercept and upward slope by variant
+for (a in AXES) RAND[c(a, paste0(a, "_slope"))] <- c(sprintf("(1 | %s)", a), sprintf("(0 + uc | %s)", a))
 sds <- function(m) {
   vc <- as.data.frame(VarCorr(m))
-  key <- ifelse(vc$grp == "noun", "noun", ifelse(vc$grp == "pair", "pair", ifelse(vc$var1 == "uc", "slope", "threshold")))
+  g <- sub("\\.[0-9]+$", "", vc$grp)  # lme4 names a second term of one grouping factor "cluster.1"
+  g[g == "cluster"] <- "threshold"
+  slope <- !is.na(vc$var1) & vc$var1 == "uc"
+  key <- ifelse(slope, ifelse(g == "threshold", "slope", paste0(g, "_slope")), g)
   stats::setNames(vc$sdcor, key)
 }
 one_unit <- function(d) {
@@ -39,6 +44,7 @@ one_unit <- function(d) {
   if (has_u && has_e) reduced[["u@explicit"]] <- form(c("e", "ucl"))
   active <- c(if (length(unique(d$cluster)) > 1) "threshold", if (length(unique(d$cluster)) > 1 && has_u) "slope",
               if (length(unique(d$noun)) > 1) "noun", if (has_e && any(duplicated(d$pair))) "pair")
+  for (a in intersect(AXES, names(d))) if (length(unique(d[[a]])) > 1) active <- c(active, a, if (has_u) paste0(a, "_slope"))
   if (CONFIG != "auto") active <- intersect(active, strsplit(CONFIG, ",")[[1]])
   notes <- character(0)
   repeat {

@@ -324,16 +324,20 @@ def glmm_input(df: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
     d, _, _ = _design(df)
     noun = d["query_noun"].astype(str) if "query_noun" in d else "none"
     pair = d["pair_id"].astype(str) if "pair_id" in d else np.arange(len(d)).astype(str)
-    return pd.DataFrame({"unit": d[unit].astype(str), "correct": d["correct"].astype(int), "u": d["u"].astype(int),
-                         "e": d["e"].astype(int), "ue": d["ue"].astype(int), "ucl": d["ucl"].astype(int),
-                         "cluster": d["cluster"], "noun": noun, "pair": pair})
+    out = pd.DataFrame({"unit": d[unit].astype(str), "correct": d["correct"].astype(int), "u": d["u"].astype(int),
+                        "e": d["e"].astype(int), "ue": d["ue"].astype(int), "ucl": d["ucl"].astype(int),
+                        "cluster": d["cluster"], "noun": noun, "pair": pair})
+    for axis in ("template", "phrase", "answer_words"):  # prompt variants: a random effect where a unit has several
+        if axis in d:
+            out[axis] = d[axis].astype(str).to_numpy()
+    return out
 
 
 def run_glmm(data: pd.DataFrame, seed: int = 0, random: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fit the GLMM and its likelihood-ratio tests in one ``Rscript`` for every unit of ``data`` (see glmm_input).
 
-    ``random`` restricts the random terms tried (names among "threshold", "slope", "noun", "pair"; default: every
-    one the data identify). Returns (info per unit, terms per unit × term key). Raises rbridge.RError when R fails.
+    ``random`` restricts the random terms tried (names among "threshold", "slope", "noun", "pair" and, for prompt
+    variants, "template", "phrase", "answer_words" with their "<axis>_slope"; default: every one the data identify). Returns (info per unit, terms per unit × term key). Raises rbridge.RError when R fails.
     """
     from ...rbridge import run_r
 
@@ -345,7 +349,8 @@ def run_glmm(data: pd.DataFrame, seed: int = 0, random: list[str] | None = None)
 def glmm_model(df: pd.DataFrame) -> pd.DataFrame:
     """Per model: binomial GLMM (lme4::glmer, Laplace) of ``correct ~ u + e + u·e`` with random intercepts for
     threshold, the query's noun and the prompt pair (both conditions of one prompt), and an uncorrelated random
-    slope of upward by threshold; p-values by likelihood-ratio tests of nested models (χ², 1 df), Wald CIs.
+    slope of upward by threshold (and, for each prompt-variant axis with more than one variant in the data, a random
+    intercept and upward slope by variant); p-values by likelihood-ratio tests of nested models (χ², 1 df), Wald CIs.
 
     Random terms whose variance is estimated at 0 (a singular fit) are dropped one round at a time and the model
     refitted, each drop reported in ``note``; a fit that stays singular or does not converge (after lme4's

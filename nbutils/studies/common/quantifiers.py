@@ -97,7 +97,9 @@ def nouns() -> tuple[str, ...]:
     return tuple(r[1] for r in rows)
 
 
-def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None) -> str:
-    """One example line of the papers' template; ``answer=None`` gives the unanswered query."""
-    line = TEMPLATE.format(T=total, N=count, obj=noun, phrase=phrase)
-    return line if answer is None else f"{line} {'Yes' if answer else 'No'}."
+def render_line(total: int, count: int, noun: str, phrase: str, answer: bool | None, template: str = TEMPLATE,
+                words: tuple[str, str] = ("Yes", "No")) -> str:
+    """One example line of ``template`` (the papers' by default) labeled with ``words`` (affirmative, negative);
+    ``answer=None`` gives the unanswered query."""
+    line = template.format(T=total, N=count, obj=noun, phrase=phrase)
+    return line if answer is None else f"{line} {words[0] if answer else words[1]}."

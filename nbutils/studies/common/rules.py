@@ -13,6 +13,7 @@ agreement are what tell a model that learned the mirror from one that learned so
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -22,6 +23,7 @@ from scipy import stats as sps
 
 from ...artifacts import json_clean
 from ...stats import holm, wilson
+from . import variants
 from .quantifiers import Concept, parse_concept
 
 PROPORTION_GRID = tuple(sorted({Fraction(i, 10) for i in range(1, 10)} | {Fraction(1, d) for d in range(2, 7)}))
@@ -33,6 +35,39 @@ _LINE_RE = re.compile(
     r"There\s+are\s+(?P<total>\d+)\s+(?P<noun>.+?)\s*\.\s*Alice\s+has\s+(?P<count>\d+)\s+of\s+the\s+(?P=total)\s+(?P=noun)"
     r"\s*\.\s*Does\s+Alice\s+have\s+(?P<phrase>.+?)\s+of\s+the\s+(?P=noun)\s*\?(?:\s*(?P<answer>Yes|No)\s*\.?)?"
 )
+
+
+def _variant_res() -> list[re.Pattern]:
+    """The papers' line pattern (spacing as written by hand), then one per template of the variant catalogue with
+    any of its answer words."""
+    cat = variants.catalogue()
+    answers = "|".join(re.escape(w) for pair in cat["answer_words"].values() for w in pair)
+    out = [_LINE_RE]
+    for text in cat["templates"].values():
+        seen, parts = set(), []
+        for literal, field, _, _ in string.Formatter().parse(text):
+            parts.append(r"\s+".join(re.escape(w) for w in literal.split(" ")))
+            if field:
+                group = {"T": "total", "N": "count", "obj": "noun", "phrase": "phrase"}[field]
+                pat = {"total": r"\d+", "count": r"\d+", "noun": r".+?", "phrase": r".+?"}[group]
+                parts.append(f"(?P={group})" if group in seen else f"(?P<{group}>{pat})")
+                seen.add(group)
+        out.append(re.compile("".join(parts) + rf"(?:\s*(?P<answer>{answers})\s*\.?)?"))
+    return out
+
+
+def _match_line(line: str):
+    """The first template pattern the line matches in full (None: none does)."""
+    return next((m for m in (p.fullmatch(line) for p in _VARIANT_RES) if m), None)
+
+
+def _is_yes(answer: str) -> bool:
+    """Whether an answer word is its pair's affirmative one (Yes, True, …)."""
+    return answer in _AFFIRMATIVE
+
+
+_AFFIRMATIVE = {pair[0] for pair in variants.catalogue()["answer_words"].values()}
+_VARIANT_RES = _variant_res()
 
 
 @dataclass(frozen=True)
@@ -110,16 +145,18 @@ def parse_examples(prompts: pd.DataFrame) -> Examples:
     qt_col, qc_col = prompts["query_total"].to_numpy(), prompts["query_count"].to_numpy()
     for i, (pid, text) in enumerate(zip(ids, prompts["text"])):
         lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-        matches = [_LINE_RE.fullmatch(line) for line in lines]
+        matches = [_match_line(line) for line in lines]
         bad = next((j for j, m in enumerate(matches) if m is None), None)
         if bad is not None:
             raise ValueError(f"prompt {pid}: line {bad + 1} does not follow the template "
-                             f"'There are T N. Alice has C of the T N. Does Alice have ... of the N? Yes.': {lines[bad]!r}")
+                             f"'There are T N. Alice has C of the T N. Does Alice have ... of the N? Yes.' nor another "
+                             f"template of the variant catalogue: {lines[bad]!r}")
         if len(matches) != n + 1:
             raise ValueError(f"prompt {pid}: has {len(matches)} lines, expected n_examples={n} examples and one query")
         answers = [m["answer"] for m in matches]
         if any(a is None for a in answers[:-1]) or answers[-1] is not None:
-            raise ValueError(f"prompt {pid}: every example line must end with 'Yes.' or 'No.' and the last (query) "
+            raise ValueError(f"prompt {pid}: every example line must end with 'Yes.' or 'No.' (or the catalogue's other "
+                             "answer words) and the last (query) "
                              "line must have no answer")
         nums = np.array([(int(m["total"]), int(m["count"])) for m in matches])
         if (nums[:, 1] > nums[:, 0]).any():
@@ -128,7 +165,7 @@ def parse_examples(prompts: pd.DataFrame) -> Examples:
             raise ValueError(f"prompt {pid}: query line says {nums[-1, 1]} of {nums[-1, 0]} but the columns say "
                              f"query_count={qc_col[i]}, query_total={qt_col[i]}")
         total[i], count[i] = nums[:-1, 0], nums[:-1, 1]
-        label[i] = [a == "Yes" for a in answers[:-1]]
+        label[i] = [_is_yes(a) for a in answers[:-1]]
     return Examples(ids, total, count, label, qt_col.astype(np.int64), qc_col.astype(np.int64))
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from ... import artifacts, precision
 from ...runstore import check_int, excluded_notes, split_precisions
 from ..common import quantifier_stats, rules
-from . import results, plots, stats
+from . import results, plots, robustness, stats
 from .scores import load_scores
 
 
@@ -37,6 +37,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.tables["calibration"] = stats.calibration(scores)
     a.tables["rules"], a.tables["best_rule"] = rules.rule_tables(scores, k=rules_k)  # what was learned instead
     a.tables["mirror_test"], a.tables["mirror_test_pooled"] = rules.mirror_test(a.tables["rules"])
+    a.tables["robustness"] = robustness.variant_table(scores)  # the gap per prompt variant (empty: one wording)
+    a.tables["robustness_tests"] = robustness.heterogeneity(scores, use_r=use_r, seed=seed)
     if a.tables["gap_pooled"].empty:
         a.notes.append("no threshold has both an upward and a downward concept: no gap can be computed")
     for model, g in scores.groupby("model"):
@@ -46,7 +48,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
     a.summary = stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])
-    a.summary["records"] = stats.records(a.tables)
+    a.summary["records"] = stats.records(a.tables) + robustness.records(a.tables["robustness"],
+                                                                        a.tables["robustness_tests"])
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["design"] = design(scores, a.tables["mcnemar"])
@@ -82,6 +85,8 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])
     if not a.tables["difficulty"].empty:
         figs["difficulty_curves"] = plots.difficulty_curves(a.tables["difficulty"]).figure
+    if not a.tables["robustness"].empty:
+        figs["robustness"] = robustness.figure(a.tables["robustness"], a.tables["gap_pooled"])
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
     return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy"),

@@ -7,14 +7,16 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
-from ..common.quantifiers import PHRASE, Concept, example_space, nouns, parse_concept, render_line
+from ..common.quantifiers import Concept, example_space, nouns, parse_concept, render_line
+from ..common import variants
 
 CONDITIONS = ("concept_learning", "explicit")
 COLUMNS = [
     "prompt_id", "pair_id", "concept", "family", "quantifier", "threshold", "monotonicity",
     "condition", "n_examples", "text", "label", "query_total", "query_count", "query_noun",
-    "query_distance", "seed",
+    "query_distance", "seed", "template", "phrase", "answer_words",
 ]
+DEFAULT_VARIANTS = {v: [n] for v, n in variants.DEFAULTS.items()}  # the papers' wording: one variant per axis
 
 
 MAX_ROWS = 2_000_000  # prompts in one dataset: ~3 kB of text each, so ~6 GB in memory at the limit
@@ -86,8 +88,13 @@ def _slug(concept: Concept) -> str:
     return concept.name.replace(" ", "_").replace("/", "-")
 
 
-def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int) -> list[dict]:
-    """All prompts of one concept; its own RNG stream so adding concepts never changes the others."""
+def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int, chosen: dict | None = None) -> list[dict]:
+    """All prompts of one concept; its own RNG stream so adding concepts never changes the others. ``chosen`` maps
+    each axis to its variant names; a pair's variants come from their own streams, so one variant per axis (the
+    papers' design) gives exactly the prompts it always gave."""
+    chosen = chosen or DEFAULT_VARIANTS
+    pick = {axis: variants.assign(ppc, [i % 2 == 0 for i in range(ppc)], chosen[axis], seed,
+                                  f"{concept.name}|{axis}") for axis in variants.AXES}
     rng = np.random.default_rng([seed, zlib.crc32(concept.name.encode())])
     pos, neg = (np.array(s) for s in example_space(concept))
     vocab = nouns()
@@ -107,34 +114,70 @@ def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int) -> 
         qt, qc = int(query[0]), int(query[1])
         distance = abs(qc / qt - float(concept.value)) if concept.family == "proportional" else abs(qc - float(concept.value))
         pair_id = f"{_slug(concept)}__{i:05d}"
+        tpl, ph, aw = (pick[axis][i] for axis in variants.AXES)  # the explicit twin keeps them: pairs stay paired
+        template, words = variants.template(tpl), variants.words(aw)
         for condition in conditions:
-            phrase = PHRASE if condition == "concept_learning" else concept.phrase
-            lines = [render_line(int(t), int(c), vocab[k], phrase, bool(a)) for (t, c, a), k in zip(examples, line_nouns)]
-            lines.append(render_line(qt, qc, vocab[line_nouns[-1]], phrase, None))
+            phrase = variants.phrase(ph) if condition == "concept_learning" else concept.phrase
+            lines = [render_line(int(t), int(c), vocab[k], phrase, bool(a), template, words)
+                     for (t, c, a), k in zip(examples, line_nouns)]
+            lines.append(render_line(qt, qc, vocab[line_nouns[-1]], phrase, None, template, words))
             rows.append({
                 "prompt_id": f"{pair_id}__{condition}", "pair_id": pair_id, "concept": concept.name,
                 "family": concept.family, "quantifier": concept.quantifier, "threshold": concept.threshold,
                 "monotonicity": concept.monotonicity, "condition": condition, "n_examples": n,
                 "text": "\n".join(lines), "label": bool(label), "query_total": qt, "query_count": qc,
                 "query_noun": vocab[line_nouns[-1]], "query_distance": distance, "seed": seed,
+                "template": tpl, "phrase": ph, "answer_words": aw,
             })
     return rows
 
 
 def generate_prompts(concepts, conditions=CONDITIONS, prompts_per_concept: int = 500,
-                     n_examples: int = 20, seed: int = 0) -> pd.DataFrame:
-    """Build the paired prompt dataset; the same parameters always give the same rows."""
+                     n_examples: int = 20, seed: int = 0, templates=("paper",), phrases=("desired_quantity",),
+                     answer_words=("yes_no",)) -> pd.DataFrame:
+    """Build the paired prompt dataset; the same parameters always give the same rows.
+
+    ``templates``, ``phrases`` and ``answer_words`` name variants of the catalogue (``variants.yaml``; ``"all"``: every
+    one): each prompt pair gets one per axis, balanced within concept × condition, so the number of prompts does not
+    grow. The defaults are the papers' wording and give the dataset prompt for prompt as before the variants.
+    """
+    chosen = {axis: variants.resolve(axis, list(v) if isinstance(v, tuple) else v)
+              for axis, v in zip(variants.AXES, (templates, phrases, answer_words))}
     parsed = validate_parameters(concepts, list(conditions), prompts_per_concept, n_examples, seed)
-    rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed)]
+    rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed, chosen)]
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"label": bool, "query_total": "int64", "query_count": "int64", "n_examples": "int64", "seed": "int64"})
 
 
 def choice_items(prompts: pd.DataFrame):
-    """The engine's view of the prompts: every prompt is answered Yes or No; gold is its label."""
+    """The engine's view of the prompts: each prompt is answered with its answer words (Yes or No unless the dataset
+    varies them; a dataset made before the variants has no ``answer_words`` column and is Yes/No); gold is its label."""
     from ...spec import ChoiceItems
 
-    return ChoiceItems(("Yes", "No"), ["Yes" if b else "No" for b in prompts["label"]])
+    names = prompts["answer_words"] if "answer_words" in prompts else pd.Series("yes_no", index=prompts.index)
+    per = [variants.words(n) for n in names] or [variants.words("yes_no")]
+    gold = [w[0] if b else w[1] for w, b in zip(per, prompts["label"])]
+    return ChoiceItems(per[0] if len(set(per)) == 1 else per, gold)
+
+
+def parameters(concepts, conditions, prompts_per_concept, n_examples, seed, templates=("paper",),
+               phrases=("desired_quantity",), answer_words=("yes_no",)) -> dict:
+    """What made the dataset, for its sidecar; the variant axes only where they differ from the papers' wording, so a
+    dataset made before the variants existed is still recognised as the same dataset."""
+    out = dict(concepts=list(concepts), conditions=list(conditions), prompts_per_concept=prompts_per_concept,
+               n_examples=n_examples, seed=seed)
+    for axis, value in zip(variants.AXES, (templates, phrases, answer_words)):
+        value = value if isinstance(value, str) else list(value)
+        if value != DEFAULT_VARIANTS[axis]:
+            out[variants.PARAMETERS[axis]] = value
+    return out
+
+
+def variant_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Prompts per concept × condition and variant of each axis (one column per axis × variant): the balance dealt."""
+    axes = [a for a in variants.AXES if a in df]
+    return pd.concat({a: df.groupby(["concept", "condition"])[a].value_counts().unstack(fill_value=0) for a in axes},
+                     axis=1, names=["axis", "variant"])
 
 
 def write_prompts(df: pd.DataFrame, run_dir, parameters: dict, overwrite: bool = False) -> dict:

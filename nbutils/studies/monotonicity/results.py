@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from . import robustness
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 
@@ -47,6 +48,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
                        "p < .05 below 5)")
     caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n]
+    lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
     return paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
                      caveats)

@@ -3,8 +3,15 @@ from __future__ import annotations
 
 from ...runstore import load_scores as _load
 from .. import get
+from ..common import variants
 
 
 def load_scores(run_dir, include_limited: bool = False):
-    """Scores of every complete model joined with ``prompts.parquet`` (one row per model × prompt)."""
-    return _load(run_dir, get("monotonicity").spec, include_limited=include_limited)
+    """Scores of every complete model joined with ``prompts.parquet`` (one row per model × prompt). Where the answer
+    words vary (True/False beside Yes/No) the score file names its options by position; ``pred_yes`` is then whether
+    the model chose the pair's affirmative word, which is scored first, so ``margin`` is affirmative − negative."""
+    df = _load(run_dir, get("monotonicity").spec, include_limited=include_limited)
+    if "pred_yes" not in df and "answer_words" in df:
+        yes = df["answer_words"].map(lambda n: variants.words(n)[0])
+        df["pred_yes"] = (df["choice"] == yes).to_numpy()
+    return df

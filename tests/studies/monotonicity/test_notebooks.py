@@ -80,10 +80,13 @@ def test_real_model_scores_and_metadata(swept):
 
 
 def test_same_parameters_give_the_recorded_prompts():
-    """The CI dataset's recorded content hash is reproduced exactly."""
+    """The CI dataset's recorded content hash is reproduced exactly (the recorded columns; the prompt-variant columns
+    added since hold the papers' wording on every row)."""
     before = json.loads((DATA / "ci_prompts.json").read_text())
     df = generate_prompts(**before["dataset_params"])
-    assert list(df.columns) == before["columns"] and len(df) == before["rows"]
+    assert list(df.columns) == before["columns"] + ["template", "phrase", "answer_words"] and len(df) == before["rows"]
+    assert (df[["template", "phrase", "answer_words"]] == ["paper", "desired_quantity", "yes_no"]).all().all()
+    df = df[before["columns"]]
     assert {c: str(t) for c, t in df.dtypes.items()} == before["dtypes"]
     canon = json.dumps(df.astype(str).to_dict("records"), sort_keys=True).encode()
     assert hashlib.sha256(canon).hexdigest() == before["content_sha256"]
