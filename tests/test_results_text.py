@@ -198,8 +198,9 @@ def _study_claims() -> list[dict]:
     from nbutils.analyses.cues.results import accuracy_claim
     from nbutils.studies.custom import stats as cstats
     from nbutils.studies.negation.stats import term_claim
+    from nbutils.studies.monotonicity.robustness import heterogeneity_claim
     from nbutils.studies.personas.stats import _claim as persona_claim
-    return [claims.gap("concept_learning"), claims.gap("custom", "points", "gap"), claims.term("upward:explicit"),
+    return [heterogeneity_claim("template"), claims.gap("concept_learning"), claims.gap("custom", "points", "gap"), claims.term("upward:explicit"),
             claims.term("explicit"), claims.gap_difference(), claims.homogeneity(), claims.threshold_gap("1/2"),
             claims.explicit_vs_learned("more than 1/2"), claims.accuracy_vs_chance("group 'g'", 1 / 3),
             claims.dprime_gap(), cstats._contrast_claim("a", "b"), cstats._clustered_claim("gee_logit", "b vs a"),

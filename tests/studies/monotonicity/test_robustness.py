@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from nbutils import results
+
 from nbutils.rbridge import r_available
 from nbutils.studies.common import quantifier_stats as qstats
 from nbutils.studies.common import rules, variants
@@ -175,7 +177,8 @@ def test_heterogeneity_records_and_sentence_agree(analysed):
     assert paper_only["n_variants"] == 4 and paper_only["df"] == 3
     line = next(x for x in robustness.sentences(analysed.summary) if "concept learning, templates" in x)
     assert f"under {paper_only['n_positive_gap']} of 4 templates" in line
-    assert f"F(3, {paper_only['df_denom']}) = " in line and "evidence that the gap differs across templates" in line
+    assert f"F(3, {int(paper_only['df_denom'])}) = " in line and "; the gap differs across the templates:" in line
+    assert results.verdict(paper_only) == "effect"  # the sentence engine reads the record as the line says
     assert line in analysed.text
     placebo = next(r for r in recs if r["condition"] == "explicit" and r["term"] == "phrase")
     assert "placebo" in placebo["note"] or "should find nothing" in placebo["note"]
