@@ -251,7 +251,7 @@ def test_quickstart_generates_scores_and_analyses_the_demo_in_one_kernel(tmp_pat
     pd.testing.assert_frame_equal(pd.read_parquet(run / "prompts.parquet"), generate_prompts(**demo))
     scores = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.limit-2.parquet")
     assert len(scores) == 2 * len(demo["concepts"]) * len(demo["conditions"])
-    summary = json.loads((run / "summary.json").read_text())["smollm2-135m-instruct"]
+    summary = json.loads((run / "summary.json").read_text())["smollm2-135m-instruct.limit-2"]  # a quick look
     assert set(summary["conditions"]) == set(demo["conditions"])
     executed = nbformat.read(tmp_path / "quickstart.ipynb", as_version=4)
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
