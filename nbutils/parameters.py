@@ -54,6 +54,22 @@ RANGES = {
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}
 
 
+def _allowed(type_name: str | None) -> tuple | None:
+    """The Python types a declared annotation allows: a plain name, ``Union[a, b]`` or ``Optional[a]`` (None is then
+    allowed too); None for an annotation this check does not know (such a value is checked against its default)."""
+    name = (type_name or "").replace(" ", "")
+    optional = name.startswith("Optional[") and name.endswith("]")
+    if optional or (name.startswith("Union[") and name.endswith("]")):
+        parts = name[name.index("[") + 1:-1].split(",")
+    else:
+        return _TYPES.get(name)  # papermill names an unannotated parameter "None": unknown here
+    kinds = [type(None) if part == "None" else _TYPES.get(part) for part in parts]
+    if any(k is None for k in kinds):
+        return None
+    flat = tuple(t for k in kinds for t in (k if isinstance(k, tuple) else (k,)))
+    return flat + ((type(None),) if optional else ())
+
+
 @functools.lru_cache(maxsize=64)
 def _inspect(path: str, mtime: float) -> dict[str, tuple[str, object]]:
     import papermill as pm
@@ -112,7 +128,7 @@ def _hint(name: str, v) -> str:
 
 def check_value(name: str, v, type_name: str, default, source: str) -> None:
     """``v`` against the parameter's declared type (unannotated: against its default's kind) and its range."""
-    allowed = _TYPES.get(type_name)
+    allowed = _allowed(type_name)
     bad = None
     if allowed is not None:
         if v is None and default is None:

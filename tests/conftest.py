@@ -82,6 +82,25 @@ def _corpus() -> list[str]:
     return df["text"].tolist() + ["Yes", "No", "Yes indeed", "No never"] * 50
 
 
+def _load_benchmark(name: str):
+    """A script under ``benchmarks/`` imported as a module of its own name (its dataclasses look it up there)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """``load_benchmark("calibration")``: a benchmark script as a module, for tests of its simulations."""
+    return _load_benchmark
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """A byte-level BPE tokenizer (vocab ≈ 500) with BOS and a ChatML-like template; no downloads."""

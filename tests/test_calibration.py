@@ -3,7 +3,6 @@ power on seeded simulations, every pure-Python test's output on one seeded datas
 committed results' claims, and (slow tier) larger simulation runs."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -21,12 +20,8 @@ FIRST_SIMULATION = Path(__file__).parent / "data" / "calibration_first_simulatio
 
 
 @pytest.fixture(scope="module")
-def cal():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "benchmarks" / "calibration.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["calibration"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+def cal(load_benchmark):
+    return load_benchmark("calibration")
 
 
 def test_simulated_design_has_the_analysis_columns_and_the_planted_truth(cal):

@@ -460,6 +460,15 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
     assert params["run_dir"] == str(target) and out == target / "notebooks" / "monotonicity_01_generate.ipynb"
 
 
+def test_a_parameter_declared_as_a_union_takes_each_of_its_types():
+    from nbutils.__main__ import _cli_params
+
+    for value, parsed in (("all", "all"), ("[paper, list]", ["paper", "list"])):
+        params = _cli_params(GENERATE, [("templates", value)])
+        assert params == {"templates": parsed}
+        check_parameters(GENERATE, params, "-p")
+
+
 @pytest.mark.parametrize("notebook, name, value, match", [
     ("notebooks/custom/01_load.ipynb", "choices", "[Yes, No]",
      r"^choices: -p: must be a list of texts .*got a list \[True, False\]; YAML reads an unquoted .* quote each word"),
@@ -467,6 +476,7 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
     (GENERATE, "concepts", "{more than 1/2: 1}", r"^concepts: -p: must be list .*got a mapping"),
     ("notebooks/score.ipynb", "overwrite", "~", r"^overwrite: -p: must be bool .*got null None"),
     ("notebooks/score.ipynb", "batch_size", "on", r"^batch_size: -p: must not be a boolean \(its default is 'auto'\)"),
+    (GENERATE, "templates", "on", r"^templates: -p: must be Union\[list, str\] .*got a boolean True"),
 ])
 def test_a_value_yaml_turned_into_another_type_is_refused_with_a_hint(run, notebook, name, value, match, capsys):
     from nbutils.__main__ import _cli_params

@@ -383,7 +383,7 @@ def test_ctrl_c_during_scoring_says_where_it_stopped_and_nothing_more(tmp_path):
     assert "Traceback" not in err and "IPKernelApp" not in err, err[-2000:]
     assert (run / "notebooks" / "score__smollm2-135m-instruct.kernel.log").exists()
     assert sorted(p.name for p in (run / "notebooks").glob("*.kernel.log")) == [
-        "01_generate.kernel.log", "score__smollm2-135m-instruct.kernel.log"], "the kernels' stderr went to the run's logs"
+        "monotonicity_01_generate.kernel.log", "score__smollm2-135m-instruct.kernel.log"], "the kernels' stderr went to the run's logs"
 
 
 def _number_tokens(text: str) -> list[str]:

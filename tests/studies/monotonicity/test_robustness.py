@@ -4,9 +4,7 @@ before, byte for byte), the answer words scored, the rule analysis reading every
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -200,12 +198,8 @@ def test_outputs_are_written(analysed, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def cal():
-    spec = importlib.util.spec_from_file_location("calibration_robustness", ROOT / "benchmarks" / "calibration_robustness.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["calibration_robustness"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+def cal(load_benchmark):
+    return load_benchmark("calibration_robustness")
 
 
 def test_gee_wald_keeps_its_level_under_a_common_gap_and_finds_a_gap_under_one_template(cal):
