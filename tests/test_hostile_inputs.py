@@ -463,6 +463,14 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
 def test_a_parameter_declared_as_a_union_takes_each_of_its_types():
     from nbutils.__main__ import _cli_params
 
+    negation = "notebooks/negation/03_analyze.ipynb"  # use_r: Optional[bool]: True, False or None (the host decides)
+    for value, parsed in (("false", False), ("null", None)):
+        params = _cli_params(negation, [("use_r", value)])
+        assert params == {"use_r": parsed}
+        check_parameters(negation, params, "-p")
+    with pytest.raises(ValueError, match=r"^use_r: -p: must be Optional\[bool\]"):
+        check_parameters(negation, _cli_params(negation, [("use_r", "[1]")]), "-p")
+
     for value, parsed in (("all", "all"), ("[paper, list]", ["paper", "list"])):
         params = _cli_params(GENERATE, [("templates", value)])
         assert params == {"templates": parsed}
