@@ -122,7 +122,7 @@ def _hint(name: str, v) -> str:
     if isinstance(v, dict):
         return f"; YAML reads 'key: value' as a mapping: quote it, e.g. -p {name} '\"a: b\"'"
     if v is None:
-        return f"; YAML reads an empty value, ~ or null as null: quote it to give text"
+        return "; YAML reads an empty value, ~ or null as null: quote it to give text"
     return "; quote it to give text"
 
 
