@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(report.lines()))
             return 1 if report.failed else 0
         if args.command == "run":
-            from .sweep import load_yaml, run_notebook
+            from .notebooks import load_yaml, run_notebook
 
             params = load_yaml(args.param_file, None, "-f") if args.param_file else {}
             params.update(_cli_params(args.notebook, args.params))
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - a failed notebook: its real error in one line
-        from .sweep import error_line
+        from .notebooks import error_line
 
         print(f"error: {error_line(err)}", file=sys.stderr)
         return 1

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from nbutils import __main__ as cli
-from nbutils import colab, paths, sweep
+from nbutils import colab, notebooks, paths, sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -114,9 +114,9 @@ class _Checked(BaseException):
 
 @pytest.fixture(scope="module")
 def parameters_cache():
-    """Each notebook's parameters read once (papermill.inspect_notebook through the sweep's own function)."""
+    """Each notebook's parameters read once (papermill.inspect_notebook through the runner's own function)."""
     cache: dict[str, set[str]] = {}
-    real = sweep.notebook_parameters
+    real = notebooks.notebook_parameters
 
     def cached(notebook: str) -> set[str]:
         key = str(paths.resolve(notebook))
@@ -133,6 +133,7 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
     before it takes the run's lock; `merge` and `report` are parsed only (they need a finished run)."""
     argv = shlex.split(command)
     argv = argv[argv.index("nbutils") + 1:]
+    monkeypatch.setattr(notebooks, "notebook_parameters", parameters_cache)
     monkeypatch.setattr(sweep, "notebook_parameters", parameters_cache)
     if len(argv) == 1 and argv[0] in ("run", "sweep", "merge", "report"):  # the subcommand named in prose
         with pytest.raises(SystemExit) as exc:
@@ -144,7 +145,7 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
     def run_notebook(notebook, output, params, kernel=None):
         if not paths.resolve(notebook).is_file():
             raise ValueError(f"notebook: {notebook} does not exist")
-        sweep.check_parameters(notebook, params, "-p")
+        notebooks.check_parameters(notebook, params, "-p")
         calls.append(notebook)
         return Path("checked")
 
@@ -156,7 +157,7 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
         calls.append(args)
         raise _Checked
 
-    monkeypatch.setattr(sweep, "run_notebook", run_notebook)
+    monkeypatch.setattr(notebooks, "run_notebook", run_notebook)
     monkeypatch.setattr(sweep, "run_lock", stop)
     monkeypatch.setattr(sweep, "execute", stop)
     monkeypatch.setattr(sweep, "write_report", stop)

@@ -14,7 +14,8 @@ from nbutils import artifacts, paths, runstore, studies
 from nbutils.engine import models, run as scoring
 from nbutils.studies.monotonicity import dataset as mono
 from nbutils.studies.negation import dataset as neg
-from nbutils.sweep import check_parameters, run_lock, run_sweep
+from nbutils.notebooks import check_parameters
+from nbutils.sweep import run_lock, run_sweep
 
 ROOT = paths.repo_root()
 SPEC = studies.get("monotonicity").spec
@@ -438,11 +439,17 @@ def _cli(argv, capsys) -> tuple[int, str]:
 
 @pytest.fixture()
 def no_notebook_runs(monkeypatch):
-    """``sweep.execute`` replaced by a recorder: what `nbutils run` would have executed, without a kernel."""
-    from nbutils import sweep
+    """The papermill runner replaced by a recorder (``notebooks.execute``, which `nbutils run` calls, and the sweep's
+    own reference to it): what would have been executed, without a kernel."""
+    from nbutils import notebooks, sweep
 
     calls = []
-    monkeypatch.setattr(sweep, "execute", lambda nb, out, params, kernel=None: calls.append((nb, out, params)))
+
+    def record(nb, out, params, kernel=None):
+        calls.append((nb, out, params))
+
+    monkeypatch.setattr(notebooks, "execute", record)
+    monkeypatch.setattr(sweep, "execute", record)
     return calls
 
 
@@ -603,7 +610,7 @@ def test_an_executed_notebook_replaces_a_planted_link_instead_of_writing_through
     import nbformat
     import papermill as pm
 
-    from nbutils.sweep import execute
+    from nbutils.notebooks import execute
 
     def fake_papermill(src, out, **kw):  # papermill writes the executed copy to the path it is given
         nbformat.write(nbformat.v4.new_notebook(), out)

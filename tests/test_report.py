@@ -368,7 +368,7 @@ def test_a_custom_study_whose_groups_are_html_gives_a_page_where_they_are_text(t
     from nbutils.engine.models import load_model
     from nbutils.engine.run import score_run
     from nbutils.studies.custom import dataset
-    from nbutils.sweep import execute
+    from nbutils.notebooks import execute
 
     rows = [{"question": f"There are 10 pens. Alice has {k} of the 10 pens. Does Alice have more than half?",
              "gold": "Yes" if k > 5 else "No", "id": f"s{k}", "group": g}

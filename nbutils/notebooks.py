@@ -1,0 +1,137 @@
+"""The papermill runner: one notebook's parameters read and checked against its ``parameters`` cell, then executed.
+
+Below the sweep and the cluster jobs, which both run notebooks through it (``nbutils.sweep`` one after the other here,
+``nbutils.cluster`` one per job): parameter files are read strictly (``load_yaml``), every name and value is checked
+against the notebook's own declarations (``nbutils.parameters``) before papermill starts it, the executed copy never
+writes through a link, and the kernel's stderr goes to the run's log. A failed notebook's real error is one line
+(``error_line``).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import artifacts, parameters, paths, runlock
+
+
+def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
+    """Read a YAML mapping strictly (a key given twice is an error naming it and its lines); unknown keys are an error
+    naming the file and the allowed keys."""
+    p = paths.resolve(path)
+    if not p.exists():
+        raise ValueError(f"{what}: {p} does not exist")
+    if not p.is_file():
+        raise ValueError(f"{what}: {p} is not a file")
+    data = artifacts.read_yaml(p.read_text(), f"{what}: {p}") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
+    if allowed is not None and set(data) - allowed:
+        raise ValueError(f"{what}: {p} has unknown keys {sorted(set(data) - allowed)}; allowed: {sorted(allowed)}")
+    return data
+
+
+def notebook_parameters(notebook: str) -> set[str]:
+    """Names in the notebook's cell tagged ``parameters`` (what papermill can set)."""
+    return set(parameters.declared(notebook))
+
+
+def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = ()) -> None:
+    """Unknown names are an error naming the source and the notebook's parameters (``fixed`` ones are set by the
+    sweep itself and may not be given); each value is checked against the notebook's declared type and its range."""
+    allowed = notebook_parameters(notebook) - set(fixed)
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(f"{source}: unknown parameter(s) {unknown} for {notebook}; allowed: {sorted(allowed)}")
+    parameters.check_values(notebook, params, source)
+
+
+def execute(notebook: str, output: Path, params: dict, kernel: str | None = None, progress: bool = False) -> None:
+    """Execute one notebook with papermill into a temporary file beside ``output``, renamed over ``output`` when it
+    ends (also when it failed, to show where): a symbolic link at ``output`` is replaced, never written through, and
+    inside the run directory no folder on the way may be a link."""
+    import papermill as pm
+
+    output = Path(output)
+    run_dir = params.get("run_dir")
+    if isinstance(run_dir, str) and run_dir.strip():
+        if output.absolute().is_relative_to(paths.resolve(run_dir).absolute()):
+            paths.check_inside(run_dir, output, "output notebook")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = artifacts.temp_beside(output, ".running.ipynb")
+    try:
+        with _stderr_to(paths.kernel_log(output)):
+            pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
+                                cwd=str(paths.root()), progress_bar=progress, log_output=False)
+    except OSError as err:
+        artifacts.raise_if_full(err, output)
+        raise
+    finally:
+        if tmp.exists() and tmp.stat().st_size:
+            os.replace(tmp, output)
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _stderr_to(log: Path):
+    """Send this process's stderr (file descriptor 2, which the kernel inherits) to ``log`` while a notebook runs, so
+    the kernel's own chatter (its transport warning at start, a traceback when it is stopped mid-cell) lands in the
+    run's log instead of the terminal; a notebook's real error still comes back through papermill."""
+    sys.stderr.flush()
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as err:
+        raise ValueError(f"kernel log: cannot open {log} ({err.strerror}); a symbolic link there is not written "
+                         "through: remove it") from None
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        os.close(fd)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | None = None) -> Path:
+    """One notebook, its parameters checked against its ``parameters`` cell before papermill starts it, run under
+    the lock of the run directory it writes (its ``run_dir``, given or the notebook's default)."""
+    nb = paths.resolve(notebook)
+    if not nb.exists():
+        raise ValueError(f"notebook: {nb} does not exist")
+    check_parameters(notebook, params, "-p")
+    declared = parameters.declared(notebook)
+    run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
+    out = check_output(output, nb) if output else paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    if run_dir is None:
+        execute(notebook, out, params, kernel)
+        return out
+    with runlock.hold(run_dir, f"running {notebook} on"):
+        execute(notebook, out, params, kernel)
+    return out
+
+
+def check_output(output: str, source: Path) -> Path:
+    """The output notebook of ``nbutils run``, once it is a new or executed notebook: an ``.ipynb`` file that is not
+    the source notebook, not a notebook of the checkout's ``notebooks/`` and not a data file of a run."""
+    out = paths.resolve(output)
+    if out.suffix != ".ipynb":
+        raise ValueError(f"output: {out} is not a notebook file (.ipynb); the executed copy never replaces a run's "
+                         "data, tables or figures: name a new .ipynb file, or leave OUTPUT out for "
+                         "{run_dir}/notebooks/<name>.ipynb")
+    if out.absolute() == source.absolute() or (out.exists() and out.resolve() == source.resolve()):
+        raise ValueError(f"output: {out} is the notebook being run; name another file (or leave OUTPUT out)")
+    sources = [paths.root() / "notebooks"] + [p for p in [paths.shipped_copy("notebooks")] if p is not None]
+    if any(out.resolve().is_relative_to(s.resolve()) for s in sources):
+        raise ValueError(f"output: {out} is under the suite's notebooks/ folder; executed copies belong in a run "
+                         "directory (leave OUTPUT out for {run_dir}/notebooks/<name>.ipynb)")
+    return out
+
+
+def error_line(err: BaseException) -> str:
+    """The real error of a failed notebook (papermill wraps it): ``Type: message``, last line of the message."""
+    name = getattr(err, "ename", None) or type(err).__name__
+    msg = str(getattr(err, "evalue", "") or err).strip().splitlines()
+    return f"{name}: {msg[-1] if msg else ''}"
