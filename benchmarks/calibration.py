@@ -3,7 +3,7 @@
 For each scenario, ``n_sims`` datasets are drawn from a logistic model with random intercepts for threshold, noun and
 prompt pair (both conditions of a prompt share one), optionally a gap that varies by threshold and a yes-bias;
 each is analysed with the study's own functions (``nbutils.studies.monotonicity.stats`` and the shared
-``nbutils.studies.common.quantifier_stats``) and the share of p < .05 (or, for the cluster bootstrap, of 95% CIs
+``nbutils.studies.common.quantifier_stats`` and ``quantifier_mixed_models``) and the share of p < .05 (or, for the cluster bootstrap, of 95% CIs
 excluding 0) is reported with its Monte-Carlo SE. The GLMM (lme4 through R) is fitted for all simulations of a
 scenario in ONE ``Rscript`` call. A power table for the headline gap tests covers prompts per concept × number of
 thresholds.
@@ -37,7 +37,7 @@ import pandas as pd
 
 from nbutils import artifacts
 from nbutils.rbridge import r_available, r_versions
-from nbutils.studies.common import quantifier_stats as qstats
+from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.monotonicity import stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def _model_rejections(t: pd.DataFrame, prefix: str) -> dict[str, bool]:
 
 def python_tests(d: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict[str, bool]:
     """Reject (True) or not, for every pure-Python test the analysis reports, on one simulated dataset."""
-    out = _model_rejections(qstats.gee_model(d), "gee_bias_reduced")
+    out = _model_rejections(qmixed.gee_model(d), "gee_bias_reduced")
     for r in stats.pooled_gap(d, n_boot=n_boot, seed=seed).itertuples(index=False):
         out[f"signflip_gap@{r.condition}"] = r.p_signflip < ALPHA
         out[f"cluster_bootstrap@{r.condition}"] = not (r.gap_ci_low <= 0 <= r.gap_ci_high)
@@ -218,20 +218,20 @@ def run_r(scenarios: list[str], n_sims: int, k: int, n: int, seed: int) -> list[
         sc = SCENARIOS[name]
         rng = np.random.default_rng([seed, 100 + list(SCENARIOS).index(name)])
         t0 = time.perf_counter()
-        data = pd.concat([qstats.glmm_input(simulate(sc, k, n, rng, model=f"s{i}")) for i in range(n_sims)])
-        info, terms = qstats.run_glmm(data, seed=seed)
+        data = pd.concat([qmixed.glmm_input(simulate(sc, k, n, rng, model=f"s{i}")) for i in range(n_sims)])
+        info, terms = qmixed.run_glmm(data, seed=seed)
         sd_text = info.set_index("unit")["sd"]
         outcomes = []
         for i in range(n_sims):
             t = terms[terms["unit"] == f"s{i}"]
             d = data[data["unit"] == f"s{i}"].rename(columns={"pair": "pair_id"})
-            separated, alike, sds = qstats.separated_cells(d), qstats.pairs_alike(d), qstats.parse_sd(sd_text[f"s{i}"])
+            separated, alike, sds = qmixed.separated_cells(d), qmixed.pairs_alike(d), qmixed.parse_sd(sd_text[f"s{i}"])
             o = {}
             for r in t.itertuples(index=False):
-                term, cond = qstats.TERM_NAMES[r.key], qstats._term_condition(r.key, [CL, EX])
+                term, cond = qmixed.TERM_NAMES[r.key], qmixed._term_condition(r.key, [CL, EX])
                 key = f"glmm_lrt:{term}" + (f"@{cond}" if cond else "")
                 # the degenerate-fit rules glmm_model applies (nbutils.stats.fit_problems and the data's separation)
-                flagged = bool(qstats.term_problems(r.key, r.estimate, r.se, r.estimate - 1.96 * r.se,
+                flagged = bool(qmixed.term_problems(r.key, r.estimate, r.se, r.estimate - 1.96 * r.se,
                                                     r.estimate + 1.96 * r.se, separated, sds, alike))
                 o[key] = bool(r.valid) and not flagged and bool(r.p < ALPHA)
                 o[key + "#invalid"] = not bool(r.valid) or flagged
@@ -258,7 +258,7 @@ def run_power(odds_ratio: float, ks: list[int], ns: list[int], n_sims: int, seed
             gee, sf, flagged, unruled = [], [], [], []
             for i in range(n_sims):
                 d = simulate(sc, k, n, rng, conditions=(CL,))
-                g = qstats.gee_model(d)
+                g = qmixed.gee_model(d)
                 g = g[g["term"] == "upward"].iloc[0]
                 gee.append(bool(g["valid"]) and g["p"] < ALPHA)
                 flagged.append(bool(g.get("degenerate", "")))

@@ -3,5 +3,5 @@
 ``dataset`` reads and checks the file and writes ``{run}/items.parquet``; the shared score notebook scores it through
 the engine's choices scorer; ``stats``, ``plots`` and ``analysis`` turn the scores into tables, figures and
 ``summary.json``. When the file has a ``concept`` column of quantifier concepts, the monotonicity study's concept-learning statistics
-run on it too (``nbutils.studies.common.quantifier_stats``).
+run on it too (``nbutils.studies.common.quantifier_stats`` and ``quantifier_mixed_models``).
 """

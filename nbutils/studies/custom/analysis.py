@@ -15,6 +15,7 @@ from ...results import generic_text, plural
 from ...runstore import check_int, excluded_notes, load_scores, split_precisions
 from .. import get
 from ..common import claims
+from ..common import quantifier_mixed_models as qmixed
 from ..common import quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
 from . import plots, stats
@@ -111,7 +112,7 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     out: dict[str, pd.DataFrame] = {}
     steps = [("accuracy", lambda: qstats.accuracy_table(d)),
              ("appendix_b", lambda: qstats.appendix_b(out["monotonicity_accuracy"])),
-             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: qstats.mixed_model(d))]
+             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: qmixed.mixed_model(d))]
     for name, run in steps:
         try:
             out[f"monotonicity_{name}"] = run()

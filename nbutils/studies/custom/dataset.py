@@ -1,6 +1,6 @@
 """A user's prompt file (CSV, TSV, JSONL or Parquet) read, checked row by row and written as the run's dataset.
 
-``load_items`` (``nbutils.studies.common.prompt_files``) reads and checks the file; every problem is one ValueError
+``load_items`` (``nbutils.studies.common.prompt_items``) reads and checks the file; every problem is one ValueError
 naming the parameter or file, the rows and the column. The dataset keeps the prompt as rendered for the model in
 ``text``, the gold option as scored in ``answer`` and the analysis groups in ``group``.
 """
@@ -14,7 +14,7 @@ import pandas as pd
 from ... import artifacts, paths
 from ...spec import ChoiceItems
 from .. import get
-from ..common.prompt_files import load_items
+from ..common.prompt_items import load_items
 
 __all__ = ["load_items", "choice_items", "parameters", "write_items", "overview"]
 

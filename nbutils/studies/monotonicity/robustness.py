@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from ...results import fmt_alpha, fmt_num, fmt_p, reason, verdict
 from ...stats import claim, record
-from ..common.quantifier_stats import _cluster, _mantel_haenszel, threshold_cells
+from ..common.quantifier_stats import _mantel_haenszel, threshold_cells, threshold_units
 from ..common.variants import AXES
 
 AXIS_NAMES = {"template": ("template", "templates"), "phrase": ("phrase", "phrases"),
@@ -76,7 +76,7 @@ def _log(x) -> float:
 def _design(g: pd.DataFrame, axis: str) -> tuple[np.ndarray, np.ndarray, list[str], int]:
     """Logistic design: threshold intercepts and threshold-specific gaps (fixed), variant intercepts, and the V−1
     upward × variant terms last; returns (X, y, column names, number of tested columns)."""
-    cl = _cluster(g).to_numpy()
+    cl = threshold_units(g).to_numpy()
     u = (g["monotonicity"] == "upward").to_numpy(float)
     var = g[axis].astype(str).to_numpy()
     levels_c, levels_v = sorted(set(cl)), sorted(set(var))
@@ -146,7 +146,7 @@ def glmm_lrt(units: dict[str, tuple[pd.DataFrame, str]], seed: int = 0) -> dict[
         return {}
     data = pd.concat([pd.DataFrame({
         "unit": key, "correct": g["correct"].astype(int).to_numpy(), "u": (g["monotonicity"] == "upward").astype(int).to_numpy(),
-        "cluster": _cluster(g).to_numpy(), "noun": g["query_noun"].astype(str).to_numpy() if "query_noun" in g else "none",
+        "cluster": threshold_units(g).to_numpy(), "noun": g["query_noun"].astype(str).to_numpy() if "query_noun" in g else "none",
         "variant": g[axis].astype(str).to_numpy()}) for key, (g, axis) in units.items()], ignore_index=True)
     try:
         info = run_r(_r_script(), {"het": data}, seed=seed)["info"]

@@ -1,7 +1,7 @@
 """Statistics of the monotonicity study: accuracy with CIs, gaps, mixed models, paired tests, signal detection.
 
 Accuracy per concept, the Appendix-B table, the pooled gap and the mixed model are the shared quantifier statistics
-(``nbutils.studies.common.quantifier_stats``, which the custom study runs on a file's concept column too); this module
+(``nbutils.studies.common.quantifier_stats`` and ``quantifier_mixed_models``, which the custom study runs on a file's concept column too); this module
 adds the tests the monotonicity analysis reports beside them.
 """
 from __future__ import annotations
@@ -14,8 +14,9 @@ from statsmodels.stats.contingency_tables import mcnemar
 from ...artifacts import json_clean
 from ...stats import fallback_headlines, fit_problems, holm, record, sign_flip_test, t_interval, wilson
 from ..common import claims
-from ..common.quantifier_stats import (CONCEPT_KEYS, accuracy_table, appendix_b, matched_thresholds, mixed_model,
-                                       pooled_gap, threshold_cells)
+from ..common.quantifier_mixed_models import mixed_model
+from ..common.quantifier_stats import (CONCEPT_KEYS, accuracy_table, appendix_b, matched_thresholds, pooled_gap,
+                                       threshold_cells)
 
 __all__ = ["accuracy_table", "appendix_b", "pooled_gap", "mixed_model", "gap_by_threshold", "gap_difference",
            "mcnemar_conditions", "signal_detection", "dprime_gap", "difficulty", "calibration", "records", "summary"]

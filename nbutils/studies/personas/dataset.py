@@ -21,7 +21,8 @@ import pandas as pd
 from ... import artifacts, paths
 from ...spec import LETTERS
 from ...spec import ChoiceItems
-from ..common.prompt_files import load_items, read_table
+from ..common.prompt_files import read_table
+from ..common.prompt_items import load_items
 from ..common.quantifiers import nouns, render_line
 
 DATASET_FILE = "personas.parquet"
@@ -242,7 +243,7 @@ def _n_options(value) -> int | None:
 def load_questions(question_file) -> pd.DataFrame:
     """Questions from a multiple-choice file in the custom-prompt format (CSV, TSV, JSONL or Parquet with columns
     ``question``, ``options`` and ``answer``, optionally ``id`` and ``type``), e.g. GSM-MC or MathQA converted to that
-    shape. The file is read and checked by the prompt-file loader the custom study uses (``common.prompt_files``), so
+    shape. The file is read and checked by the prompt-file loader the custom study uses (``common.prompt_items``), so
     it accepts what ``study: custom`` accepts: options as a list, a JSON list or ``a | b | c``; the answer as an
     option's text or its letter. Every row must list the same number of options (as the loader's ``choices``
     requires)."""

@@ -12,7 +12,7 @@ from nbutils.artifacts import OverwriteError
 from nbutils.runstore import select_limit
 from nbutils.paths import repo_root
 from nbutils.studies.custom import dataset
-from nbutils.studies.common.prompt_files import LETTER_INSTRUCTION
+from nbutils.studies.common.prompt_items import LETTER_INSTRUCTION
 from nbutils.studies.custom.dataset import choice_items, load_items
 
 ROWS = [

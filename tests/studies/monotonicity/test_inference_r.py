@@ -15,7 +15,7 @@ from scipy import stats as sps
 from statsmodels.tools.numdiff import approx_hess3
 
 from nbutils.rbridge import r_available, run_r
-from nbutils.studies.common import quantifier_stats as qstats
+from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.monotonicity import stats
 
 pytestmark = pytest.mark.skipif(not r_available("lme4"), reason="R with lme4 is not installed")
@@ -50,7 +50,7 @@ def ml_random_intercept(d: pd.DataFrame, columns=("u", "e", "ue")) -> tuple[np.n
     """Independent ML fit of correct ~ columns + (1 | threshold): the likelihood integrates the random intercept
     numerically on a fine grid per threshold (cell counts are sufficient), maximized with BFGS; SEs from the
     inverse numerical Hessian of (β, log σ). Returns (β with the intercept first, SE(β), log-likelihood)."""
-    x = qstats.glmm_input(d)
+    x = qmixed.glmm_input(d)
     cells = x.groupby(["cluster", "u", "e"]).agg(k=("correct", "sum"), n=("correct", "size")).reset_index()
     cells["ue"] = cells["u"] * cells["e"]
     X = np.column_stack([np.ones(len(cells))] + [cells[c].to_numpy(float) for c in columns])
@@ -83,7 +83,7 @@ def test_lme4_agrees_with_an_independent_ml_fit(fixed_dataset):
     """Estimates within 2% and SEs within 10% of a likelihood maximised here, for every fixed effect, and the
     likelihood-ratio statistic of the interaction within 2% of the one from the independent fits (Laplace vs
     numerical integration: close, not equal)."""
-    info, terms = qstats.run_glmm(qstats.glmm_input(fixed_dataset), random=["threshold"])
+    info, terms = qmixed.run_glmm(qmixed.glmm_input(fixed_dataset), random=["threshold"])
     assert info["random"].iloc[0] == "(1 | cluster)" and bool(info["valid"].iloc[0])
     beta, se, ll_full = ml_random_intercept(fixed_dataset)
     got = terms.set_index("key")
@@ -103,7 +103,7 @@ def test_geepack_agrees_with_statsmodels_gee(fixed_dataset):
     import statsmodels.api as sm
     import statsmodels.formula.api as smf
 
-    d = qstats.glmm_input(fixed_dataset).sort_values("cluster", kind="stable").reset_index(drop=True)
+    d = qmixed.glmm_input(fixed_dataset).sort_values("cluster", kind="stable").reset_index(drop=True)
     ref = run_r("""
         suppressPackageStartupMessages(library(geepack))
         d <- nb_in("d"); d$cluster <- factor(d$cluster)
@@ -116,7 +116,7 @@ def test_geepack_agrees_with_statsmodels_gee(fixed_dataset):
     for term in ("u", "e", "ue"):
         assert fit.params[term] == pytest.approx(ref.loc[term, "estimate"], rel=0.02, abs=1e-4), term
         assert fit.bse[term] == pytest.approx(ref.loc[term, "se"], rel=0.10), term
-    br = qstats.gee_model(fixed_dataset).set_index(["term", "condition"], drop=False)
+    br = qmixed.gee_model(fixed_dataset).set_index(["term", "condition"], drop=False)
     assert (br["se"].to_numpy() > 0).all() and br["df"].eq(11).all()
 
 
@@ -137,11 +137,11 @@ def test_glmm_finds_planted_effects_with_the_full_random_structure():
 def test_singular_fit_is_flagged_and_simplified():
     """No threshold variance at all: lme4 estimates SD 0, the term is dropped with the reason, never silently kept."""
     d = frame(k=8, n=40, seed=5, sd_threshold=0.0, gap=0.0, interaction=0.0, explicit=0.0)
-    info, terms = qstats.run_glmm(qstats.glmm_input(d), random=["threshold"])
+    info, terms = qmixed.run_glmm(qmixed.glmm_input(d), random=["threshold"])
     assert "singular fit: dropped (1 | cluster)" in info["note"].iloc[0]
     random = info["random"].iloc[0]
     assert (pd.isna(random) or random == "") and bool(info["valid"].iloc[0])
-    mm = qstats.glmm_model(d)
+    mm = qmixed.glmm_model(d)
     assert mm["note"].str.contains("singular fit: dropped").all()
     assert mm["valid"].all() and (mm["p"] > 0.001).all()
 

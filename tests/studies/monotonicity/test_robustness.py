@@ -14,7 +14,7 @@ import pytest
 from nbutils import results
 
 from nbutils.rbridge import r_available
-from nbutils.studies.common import quantifier_stats as qstats
+from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.common import rules, variants
 from nbutils.studies.monotonicity import analysis, dataset, robustness
 from nbutils.studies.monotonicity.dataset import COLUMNS, generate_prompts
@@ -237,9 +237,9 @@ def test_glmm_lrt_agrees_with_the_wald_test_and_the_headline_glmm_takes_the_axes
     a, n = out["a|concept_learning|template"], out["n|concept_learning|template"]
     assert a["valid"] and a["df"] == 3 and a["p"] < 0.01 and robustness.gee_wald(alt, "template")["p"] < 0.01
     assert n["valid"] and n["p"] > 0.01
-    data = qstats.glmm_input(alt.assign(pair_id=np.arange(len(alt)).astype(str)))
+    data = qmixed.glmm_input(alt.assign(pair_id=np.arange(len(alt)).astype(str)))
     assert "template" in data
-    info, _ = qstats.run_glmm(data)
+    info, _ = qmixed.run_glmm(data)
     said = f"{info['random'].iloc[0]} {info['note'].iloc[0]}"
     assert "(1 | template)" in said and "(0 + uc | template)" in said  # fitted, or dropped at zero variance and said so
 

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from nbutils.stats import RECORD_KEYS, holm, sign_flip_test
+from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.common import quantifier_stats as qstats
 from nbutils.studies.monotonicity import analysis, stats
 from nbutils.studies.monotonicity.dataset import generate_prompts
@@ -259,11 +260,11 @@ def test_a_gee_with_no_more_thresholds_than_coefficients_is_not_estimable_and_sh
     d = simulate(two, "m", 0.85, 0.6, 0.85, seed=4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        g = qstats.gee_model(d)
+        g = qmixed.gee_model(d)
     assert len(g) == 4 and not g["valid"].any()
     assert g["note"].str.contains("not estimable: the clustered GEE needs more thresholds than coefficients "
                                   r"\(2 thresholds, 4 coefficients\); use at least 5 thresholds").all()
     assert g[["estimate", "se", "ci_low", "ci_high", "p"]].isna().all().all()
     five = prompts[prompts["threshold"].isin(["1/2", "1/3", "1/4"])]  # 3 thresholds, 1 condition: 2 coefficients
-    g1 = qstats.gee_model(simulate(five[five["condition"] == "concept_learning"], "m", 0.85, 0.6, 0.85, seed=4))
+    g1 = qmixed.gee_model(simulate(five[five["condition"] == "concept_learning"], "m", 0.85, 0.6, 0.85, seed=4))
     assert g1["valid"].all() and g1["se"].notna().all() and (g1["df"] == 2).all()
