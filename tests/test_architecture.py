@@ -1,5 +1,10 @@
-"""The bands and their arrows, never upward: base (paths, artifacts, stats, spec, runstore, rbridge…) ← engine ←
-shared study code (``nbutils.studies.common``) ← studies and run analyses (``nbutils.analyses``) ← sweep/cluster/CLI/report.
+"""The bands of ``nbutils`` and the arrows allowed between them, read from one table (``BANDS``, ``ARROWS``); no import
+circle anywhere in the package; no module longer than ``MAX_LINES``.
+
+Every import counts, at any depth of a file (a function's own ``from .x import y`` too), absolute or relative. From top
+to bottom: the command line; the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
+papermill runner; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
+scorers, model loading, the scoring settings, the maths); the base (paths, artifacts, stats, spec, runstore, …).
 
 Studies never import each other, and no study or run analysis imports code by a string (``importlib``): every arrow
 between them is a static import this test sees. The registry alone resolves strings, and only its own records'."""
@@ -8,37 +13,113 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import shutil
+from fnmatch import fnmatchcase
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from nbutils import studies
 from nbutils.paths import repo_root
 
 PKG = repo_root() / "nbutils"
-# base: every module that is not engine, study, run analysis, registry or top (this set names them for the reader)
-BASE = {"nbutils", "nbutils.paths", "nbutils.artifacts", "nbutils.stats", "nbutils.spec", "nbutils.runstore",
-        "nbutils.rbridge"}
-TOP = {"nbutils.sweep", "nbutils.cluster", "nbutils.__main__", "nbutils.report", "nbutils.samples"}
-COMMON = "nbutils.studies.common"
+
+# ---------------------------------------------------------------- the table: bands, top to bottom, and their arrows
+
+# A module belongs to the band whose pattern (fnmatch on its dotted name) matches it most closely: the longest
+# matching pattern wins, so ``nbutils.studies.common.*`` takes shared study code from ``nbutils.studies.*``.
+BANDS: dict[str, tuple[str, ...]] = {
+    "cli": ("nbutils.__main__",),
+    "sweep": ("nbutils.sweep",),
+    "report": ("nbutils.report", "nbutils.report_html"),
+    "samples": ("nbutils.samples",),
+    "cluster": ("nbutils.cluster",),
+    "executors": ("nbutils.executors",),
+    "notebooks": ("nbutils.notebooks",),
+    "run analysis": ("nbutils.analyses.*",),
+    "run analyses": ("nbutils.analyses",),
+    "study": ("nbutils.studies.*",),
+    "shared study code": ("nbutils.studies.common", "nbutils.studies.common.*"),
+    "registry": ("nbutils.studies",),
+    "engine run": ("nbutils.engine.run",),
+    "engine scorers": ("nbutils.engine.scorer", "nbutils.engine.scorers", "nbutils.engine.choice_scorer"),
+    "engine loading": ("nbutils.engine.models", "nbutils.engine.loading.*"),  # carries out the settings
+    "engine settings": ("nbutils.engine.settings",),  # decides every scoring setting once
+    # what the settings decide from: this host (device, bf16, memory), the embedded models, what bitsandbytes can do
+    "engine host": ("nbutils.engine.loading.host", "nbutils.engine.loading.embedded",
+                    "nbutils.engine.loading.quantization"),
+    "engine maths": ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.sentences",
+                     "nbutils.engine.calibration"),
+    "engine": ("nbutils.engine", "nbutils.engine.loading"),  # the packages (the check that the score extra is there)
+    "base": ("nbutils", "nbutils.*"),
+}
+# What each band may import besides its own band (a study or a run analysis: only its own folder). Every arrow points
+# down the table; no band imports "engine run" (the run loop is called by the score notebook, never imported).
+ARROWS: dict[str, set[str]] = {
+    "cli": {"sweep", "report", "samples", "notebooks", "registry", "base"},
+    "sweep": {"report", "cluster", "executors", "notebooks", "registry", "base"},
+    "report": {"registry", "base"},
+    "samples": {"registry", "base"},
+    "cluster": {"executors", "notebooks", "base"},
+    "executors": {"base"},
+    "notebooks": {"base"},
+    "run analysis": {"shared study code", "registry", "base"},
+    "run analyses": {"base"},
+    "study": {"shared study code", "registry", "engine settings", "engine maths", "engine", "base"},
+    "shared study code": {"base"},
+    "registry": {"base"},
+    "engine run": {"engine scorers", "engine loading", "engine settings", "engine host", "engine maths", "engine",
+                   "base"},
+    "engine scorers": {"engine settings", "engine maths", "engine", "base"},
+    "engine loading": {"engine settings", "engine host", "engine maths", "engine", "base"},
+    "engine settings": {"engine host", "engine maths", "engine", "base"},
+    "engine host": {"engine maths", "engine", "base"},
+    "engine maths": {"engine", "base"},
+    "engine": {"base"},
+    "base": set(),
+}
+OWN_FOLDER_ONLY = {"study", "run analysis"}  # bands whose modules import their own folder, not a sibling's
+
+# Circles that exist today, each with why and what removes it; the test fails on any other circle, and on a listed one
+# that is gone (delete its line then).
+KNOWN_CIRCLES: dict[frozenset[str], str] = {
+    frozenset({"nbutils.engine.calibration", "nbutils.engine.choices"}):
+        "ChoiceScorer (a policy) lives in engine/choices.py beside the maths and calls calibration, which imports the "
+        "maths back; it moves out of choices.py into its own module",
+}
+
+MAX_LINES = 420
+# Modules longer than MAX_LINES, each with why; the test fails on any other, and on a listed one that got shorter.
+LONG_MODULES: dict[str, str] = {
+    "nbutils/engine/models.py": "model loading with nine jobs; split into engine/loading/ by job",
+    "nbutils/runstore.py": "the run directory's datasets, identity, checkpoints, shards and score files; split by job",
+    "nbutils/engine/choices.py": "the choice maths and the ChoiceScorer policy; the scorer moves to its own module",
+}
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PKG.parent).with_suffix("")
-    parts = list(rel.parts)
+# ---------------------------------------------------------------- reading the import graph
+
+def module_name(path: Path, root: Path = PKG) -> str:
+    """The dotted name of a file of the package at ``root`` (``nbutils/engine/run.py`` → ``nbutils.engine.run``)."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every nbutils module a file imports (absolute or relative, at any depth in the file)."""
-    name = module_name(path)
+def imports_of(path: Path, root: Path = PKG) -> set[str]:
+    """Every module of the package a file imports (absolute or relative, at any depth in the file); ``from x import
+    name`` also yields ``x.name``, which is a module or not (``import_graph`` keeps the modules)."""
+    top = root.name
+    name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("nbutils")}
+            out |= {a.name for a in node.names if a.name == top or a.name.startswith(top + ".")}
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -46,65 +127,201 @@ def imports_of(path: Path) -> set[str]:
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            if mod.startswith("nbutils"):
+            if mod == top or mod.startswith(top + "."):
                 out.add(mod)
                 out |= {f"{mod}.{a.name}" for a in node.names}
     return out
 
 
+def import_graph(root: Path = PKG) -> dict[str, set[str]]:
+    """Module → the package's modules it imports (itself left out)."""
+    files = sorted(root.rglob("*.py"))
+    names = {module_name(p, root) for p in files}
+    return {module_name(p, root): (imports_of(p, root) & names) - {module_name(p, root)} for p in files}
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The import circles: strongly connected components of more than one module (scipy's csgraph)."""
+    names = sorted(set(graph).union(*graph.values()))
+    index = {n: i for i, n in enumerate(names)}
+    edges = [(index[a], index[b]) for a, targets in graph.items() for b in targets]
+    rows, cols = (list(x) for x in zip(*edges)) if edges else ([], [])
+    matrix = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(matrix, directed=True, connection="strong")
+    groups: dict[int, set[str]] = {}
+    for n, label in zip(names, labels):
+        groups.setdefault(label, set()).add(n)
+    return sorted((frozenset(g) for g in groups.values() if len(g) > 1), key=sorted)
+
+
+def circle_text(graph: dict[str, set[str]], circle: frozenset[str]) -> str:
+    """The arrows inside one circle, for a message."""
+    return ", ".join(f"{a} → {b}" for a in sorted(circle) for b in sorted(graph.get(a, ())) if b in circle)
+
+
 def band(mod: str) -> str:
-    if mod.startswith("nbutils.engine"):
-        return "engine"
-    if mod == COMMON or mod.startswith(COMMON + "."):
-        return "common"
-    if mod.startswith("nbutils.studies."):
-        return "study:" + mod.split(".")[2]
-    if mod == "nbutils.studies":
-        return "registry"
-    if mod == "nbutils.analyses":
-        return "analyses"
-    if mod.startswith("nbutils.analyses."):
-        return "analysis:" + mod.split(".")[2]
-    if mod in TOP:
-        return "top"
-    return "base"
+    """The band of a dotted module name (the longest matching pattern of ``BANDS``)."""
+    hits = [(len(p), b) for b, patterns in BANDS.items() for p in patterns if fnmatchcase(mod, p)]
+    if not hits:
+        raise KeyError(f"{mod} is in no band of BANDS")
+    return max(hits)[1]
 
 
+def folder(mod: str) -> str:
+    """A study's or a run analysis's folder (``nbutils.studies.negation.stats`` → ``negation``)."""
+    return mod.split(".")[2]
+
+
+def wrong_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Every import the table does not allow, as ``a (band) imports b (band)``."""
+    out = []
+    for mod, targets in sorted(graph.items()):
+        me = band(mod)
+        for target in sorted(targets):
+            other = band(target)
+            if other == me:
+                ok = me not in OWN_FOLDER_ONLY or folder(mod) == folder(target)
+            else:
+                ok = other in ARROWS[me]
+            if not ok:
+                out.append(f"{mod} ({me}) imports {target} ({other})")
+    return out
+
+
+GRAPH = import_graph()
 MODULES = sorted(PKG.rglob("*.py"))
 
 
-def test_every_module_is_seen():
-    names = {module_name(p) for p in MODULES}
-    assert BASE <= names and all(band(m) == "base" for m in BASE)
+# ---------------------------------------------------------------- the table itself
+
+def test_the_table_points_down_and_nothing_imports_the_run_loop():
+    order = list(BANDS)
+    assert set(ARROWS) == set(BANDS), "every band has its row of ARROWS"
+    for b, targets in ARROWS.items():
+        assert targets <= set(BANDS), f"{b}: unknown bands {sorted(targets - set(BANDS))}"
+        up = [t for t in targets if order.index(t) <= order.index(b)]
+        assert not up, f"{b} may import {up}, which are not below it in BANDS"
+    assert not any("engine run" in t for t in ARROWS.values())
+    assert not ARROWS["engine maths"] & {"engine run", "engine scorers", "engine loading", "engine settings",
+                                         "engine host"}, "the engine's maths imports no policy, loading or run module"
+    assert not ARROWS["engine settings"] & {"engine run", "engine scorers", "engine loading"}, \
+        "the settings decide; they import no loader, scorer or run loop"
+
+
+def test_every_module_is_seen_and_in_its_band():
+    names = set(GRAPH)
     assert {"nbutils.studies.common.quantifiers", "nbutils.studies.common.rules", "nbutils.studies.common.quantifier_stats",
             "nbutils.studies.common.prompt_files", "nbutils.analyses.cues.analysis"} <= names
     assert {"nbutils.engine.run", "nbutils.runstore", "nbutils.engine.choices", "nbutils.studies.monotonicity.analysis",
-            "nbutils.studies.negation.dataset", "nbutils.sweep"} <= names
+            "nbutils.studies.negation.dataset", "nbutils.sweep", "nbutils.notebooks"} <= names
+    expected = {"nbutils.__main__": "cli", "nbutils.sweep": "sweep", "nbutils.cluster": "cluster",
+                "nbutils.notebooks": "notebooks", "nbutils.report": "report", "nbutils.samples": "samples",
+                "nbutils.studies.common.rules": "shared study code", "nbutils.studies.negation.stats": "study",
+                "nbutils.studies": "registry", "nbutils.analyses.cues.stats": "run analysis",
+                "nbutils.engine.run": "engine run", "nbutils.engine.batching": "engine maths",
+                "nbutils.runstore": "base", "nbutils.paths": "base", "nbutils": "base"}
+    assert {m: band(m) for m in expected} == expected
+    engine = [m for m in names if m.startswith("nbutils.engine") and band(m) == "base"]
+    assert not engine, f"{engine}: every engine module is named in one of the engine's bands of BANDS"
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
-def test_no_module_imports_upward(path):
-    me = band(module_name(path))
-    for target in imports_of(path):
-        # keep only real modules/packages (a "from x import name" also yields x.name, which may be a function)
-        if not any(module_name(p) == target for p in MODULES):
-            continue
-        other = band(target)
-        if me == "base":
-            assert other == "base", f"{module_name(path)} (base) imports {target} ({other})"
-        elif me == "engine":
-            assert other in ("base", "engine"), f"{module_name(path)} (engine) imports {target} ({other})"
-        elif me == "registry":
-            assert other == "base", f"registry imports {target} ({other})"
-        elif me == "common":
-            assert other in ("base", "common"), f"{module_name(path)} (shared study code) imports {target} ({other})"
-        elif me.startswith("study:"):
-            assert other in ("base", "engine", "registry", "common", me), f"{module_name(path)} imports {target} ({other})"
-        elif me == "analyses":
-            assert other == "base", f"{module_name(path)} imports {target} ({other})"
-        elif me.startswith("analysis:"):
-            assert other in ("base", "registry", "common", me), f"{module_name(path)} imports {target} ({other})"
+@pytest.mark.parametrize("mod", sorted(GRAPH))
+def test_every_import_follows_the_table(mod):
+    wrong = wrong_arrows({mod: GRAPH[mod]})
+    assert not wrong, "; ".join(wrong) + " — allowed arrows: ARROWS in tests/test_architecture.py"
 
+
+def test_no_import_circle():
+    found = {c: circle_text(GRAPH, c) for c in circles(GRAPH)}
+    new = {c: text for c, text in found.items() if c not in KNOWN_CIRCLES}
+    assert not new, "import circles: " + " | ".join(new.values())
+    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
+    assert not gone, f"these circles are gone: delete them from KNOWN_CIRCLES: {gone}"
+
+
+def test_no_module_is_longer_than_the_limit():
+    lengths = {p.relative_to(PKG.parent).as_posix(): len(p.read_text().splitlines()) for p in MODULES}
+    long = {p: n for p, n in lengths.items() if n > MAX_LINES}
+    new = {p: n for p, n in long.items() if p not in LONG_MODULES}
+    assert not new, f"modules over {MAX_LINES} lines (split them by job): {new}"
+    short = [p for p in LONG_MODULES if p not in long]
+    assert not short, f"no longer over {MAX_LINES} lines (or gone): delete them from LONG_MODULES: {short}"
+
+
+# ---------------------------------------------------------------- the checks fail on what they forbid
+
+def test_the_circle_check_finds_a_circle_in_a_graph():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert circles(graph) == [frozenset({"a", "b", "c"})]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert circle_text(graph, frozenset({"a", "b", "c"})) == "a → b, b → c, c → a"
+
+
+def test_the_checks_find_a_planted_circle_and_upward_arrow_in_a_copy_of_the_package(tmp_path):
+    """A copy of nbutils in which the papermill runner imports the sweep back inside a function (as the cluster jobs
+    once did): the graph read from the files has the circle, and the arrow is refused."""
+    copy = tmp_path / "nbutils"
+    shutil.copytree(PKG, copy, ignore=lambda d, names: [n for n in names if not (n.endswith(".py")
+                                                                                  or (Path(d) / n).is_dir())
+                                                        or n in ("__pycache__", "data")])
+    runner = copy / "notebooks.py"
+    runner.write_text(runner.read_text() + "\n\ndef _planted():\n    from .sweep import run_sweep\n\n    return run_sweep\n")
+    graph = import_graph(copy)
+    assert set(graph) == set(GRAPH)
+    planted = [c for c in circles(graph) if c not in circles(GRAPH)]
+    assert len(planted) == 1 and {"nbutils.notebooks", "nbutils.sweep"} <= planted[0], planted
+    assert "nbutils.notebooks → nbutils.sweep" in circle_text(graph, planted[0])
+    assert wrong_arrows(graph) == ["nbutils.notebooks (notebooks) imports nbutils.sweep (sweep)"]
+
+
+def test_the_checks_find_a_planted_circle_between_two_modules(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("def f():\n    from pkg.high import g  # an import inside a function counts\n    return g\n")
+    (pkg / "high.py").write_text("from . import low\n\n\ndef g():\n    return low\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.high"] == {"pkg", "pkg.low"} and graph["pkg.low"] == {"pkg.high"}
+    assert circles(graph) == [frozenset({"pkg.high", "pkg.low"})]
+
+
+@pytest.mark.parametrize("source,target,band_of_target", [
+    ("nbutils.notebooks", "nbutils.cluster", "cluster"),  # the runner imports the cluster jobs
+    ("nbutils.cluster", "nbutils.sweep", "sweep"),  # the cluster imports the sweep
+    ("nbutils.report", "nbutils.sweep", "sweep"),
+    ("nbutils.engine.choices", "nbutils.engine.run", "engine run"),  # the maths imports the run loop
+    ("nbutils.engine.batching", "nbutils.engine.models", "engine loading"),  # the maths imports model loading
+    ("nbutils.engine.models", "nbutils.engine.scorer", "engine scorers"),  # loading imports a scorer
+    ("nbutils.runstore", "nbutils.engine.batching", "engine maths"),  # the base imports the engine
+    ("nbutils.studies.negation.stats", "nbutils.engine.run", "engine run"),
+    ("nbutils.studies.negation.stats", "nbutils.studies.personas.stats", "study"),  # a sibling study
+    ("nbutils.studies.common.rules", "nbutils.studies.monotonicity.dataset", "study"),
+    ("nbutils.analyses.cues.stats", "nbutils.studies.negation.stats", "study"),
+])
+def test_the_band_check_refuses_a_planted_arrow(source, target, band_of_target):
+    assert wrong_arrows({source: {target}}) == [f"{source} ({band(source)}) imports {target} ({band_of_target})"]
+
+
+def test_the_band_check_holds_the_engines_order_for_its_modules_to_come():
+    """The scoring settings decide from the host's facts, loading carries them out: ``engine.settings`` imports no
+    loader, scorer or run module, and the maths none of them (names of modules not written yet are checked too)."""
+    for target in ("nbutils.engine.loading.load", "nbutils.engine.models", "nbutils.engine.choice_scorer",
+                   "nbutils.engine.scorer", "nbutils.engine.run"):
+        assert wrong_arrows({"nbutils.engine.settings": {target}}), target
+    for maths in ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.sentences",
+                  "nbutils.engine.calibration"):
+        for target in ("nbutils.engine.settings", "nbutils.engine.loading.host", "nbutils.engine.loading.load",
+                       "nbutils.engine.choice_scorer", "nbutils.engine.run"):
+            assert wrong_arrows({maths: {target}}), (maths, target)
+    assert wrong_arrows({"nbutils.engine.loading.host": {"nbutils.engine.settings"}})
+    assert not wrong_arrows({"nbutils.engine.settings": {"nbutils.engine.choices", "nbutils.engine.loading.host",
+                                                         "nbutils.engine.loading.embedded", "nbutils.spec"},
+                             "nbutils.engine.loading.load": {"nbutils.engine.settings", "nbutils.engine.loading.host"},
+                             "nbutils.engine.choice_scorer": {"nbutils.engine.calibration", "nbutils.engine.settings"},
+                             "nbutils.engine.run": {"nbutils.engine.settings", "nbutils.engine.choice_scorer"}})
+
+
+# ---------------------------------------------------------------- imports by a string, the registry, the studies' shape
 
 def _string_imports(tree: ast.AST) -> list[ast.Call]:
     """Calls that import a module named by a string: ``importlib.import_module(…)``, ``import_module(…)`` (imported
