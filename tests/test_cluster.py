@@ -17,7 +17,7 @@ import pytest
 import submitit
 import yaml
 
-from nbutils import cluster, paths
+from nbutils import cluster, executors, paths
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
 
@@ -103,7 +103,7 @@ def fake_slurm(tmp_path, monkeypatch):
 
 def test_a_slurm_sweep_is_one_job_array_with_the_blocks_resources(fake_slurm):
     run = fake_slurm / "run"
-    block = cluster.check_cluster({"partition": "gpu", "account": "lab", "qos": "normal", "gpus_per_job": 1,
+    block = executors.check_cluster({"partition": "gpu", "account": "lab", "qos": "normal", "gpus_per_job": 1,
                                    "cpus_per_job": 8, "mem_gb": 64, "time_min": 180, "array_parallelism": 4,
                                    "shards_per_model": 2, "sbatch_extra": {"constraint": "a100"},
                                    "setup": ["source .venv/bin/activate"]}, "test")
@@ -131,7 +131,7 @@ def test_a_slurm_sweep_is_one_job_array_with_the_blocks_resources(fake_slurm):
 
 def test_the_shipped_slurm_recipe_is_valid_and_asks_for_one_array_of_16_jobs(fake_slurm):
     cfg = yaml.safe_load((ROOT / "params" / "slurm_gpu.yaml").read_text())
-    block = cluster.check_cluster(cfg["cluster"], "params/slurm_gpu.yaml")
+    block = executors.check_cluster(cfg["cluster"], "params/slurm_gpu.yaml")
     assert cfg["executor"] == "slurm" and len(cfg["models"]) == 4 and all((ROOT / m).exists() for m in cfg["models"])
     tasks = [cluster.Task(f"m{k}", {"model": f"m{k}"}, i, block["shards_per_model"]) for k in range(4) for i in range(4)]
     cluster.ClusterScoring("slurm", fake_slurm / "run", "monotonicity", "notebooks/score.ipynb", block,
