@@ -1,6 +1,6 @@
 """Scoring past one machine: the sweep's score step as ONE job array (a job per model and shard) through submitit.
 
-``executor`` chooses where the score notebooks run (checked, and its submitit executor made, in ``nbutils.executors``):
+``executor`` chooses where the score notebooks run (``nbutils.executors`` checks it and makes its submitit executor):
 - ``local``: in the sweep's own process, one model after the other (the default; ``nbutils.sweep``);
 - ``slurm``: submitit's SLURM executor: ``sbatch`` of one job array, ``array_parallelism`` of its jobs at a time,
   requeued from its checkpoint when SLURM preempts it or its time runs out;

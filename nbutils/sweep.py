@@ -1,10 +1,10 @@
 """Run a study's notebooks through papermill: generate once, score once per model, analyze.
 
 The sweep names no study: it reads the registry (``nbutils.studies``) and checks every parameter file against
-the notebook's own ``parameters`` cell (``nbutils.notebooks``, which also executes them), so a typo is an error, not a
-default.
-Relative paths (sweep, parameter and notebook files, run directories) are taken from the project root, where the
-notebooks also run (``nbutils.paths.root``); notebooks and parameter files missing there come from the package's copy.
+the notebook's own ``parameters`` cell (``nbutils.notebooks``, which also runs them), so a typo is an error, not a
+default. Relative paths (sweep, parameter and notebook files, run directories) are taken from the project root, where
+the notebooks also run (``nbutils.paths.root``); notebooks and parameter files missing there come from the package's
+copy.
 """
 from __future__ import annotations
 
