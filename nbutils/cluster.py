@@ -10,8 +10,8 @@
 Every job runs the shared score notebook through papermill (``nbutils.notebooks``) with its
 ``shard_index``/``num_shards``, as ``python -m nbutils run`` would; it writes its executed notebook under
 ``{run}/notebooks/`` and submitit's logs under ``{run}/logs/``. The coordinating process (the sweep, which holds the
-run's lock) submits, watches, then merges the shards of every model whose jobs all succeeded. What a job writes is what the serial sweep writes: the shards are
-merged into exactly the score file an unsharded run writes.
+run's lock) submits, watches, then merges the shards of every model whose jobs all succeeded. What a job writes is
+what the serial sweep writes: the shards are merged into exactly the score file an unsharded run writes.
 """
 from __future__ import annotations
 
