@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from nbutils import studies, sweep
+from nbutils import notebooks, studies, sweep
 from nbutils.analyses.cues import features as feats
 from nbutils.analyses.cues import stats
 
@@ -231,7 +231,7 @@ def test_a_run_of_sentences_is_refused(tmp_path):
 def test_the_sweep_accepts_a_cues_block_checked_against_the_notebook(tmp_path):
     assert "cues" in sweep.SWEEP_KEYS and "cues" not in studies.REGISTRY
     nb = studies.RUN_ANALYSES["cues"]
-    assert {"run_dir", "top_k"} <= sweep.notebook_parameters(nb)
+    assert {"run_dir", "top_k"} <= notebooks.notebook_parameters(nb)
     bad = tmp_path / "sweep.yaml"
     bad.write_text("study: custom\nrun_dir: %s\ndataset: params/custom/datasets/example_yesno.yaml\n"
                    "models: [params/models/smollm2-135m-instruct.yaml]\ncues: {top_kk: 3}\n" % (tmp_path / "run"))
