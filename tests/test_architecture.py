@@ -4,7 +4,8 @@ circle anywhere in the package; no module longer than ``MAX_LINES``.
 Every import counts, at any depth of a file (a function's own ``from .x import y`` too), absolute or relative. From top
 to bottom: the command line; the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
 papermill runner; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
-scorers, model loading, the scoring settings, the maths); the base (paths, artifacts, stats, spec, runstore, …).
+scorers, model loading, the scoring settings, the host's facts they are decided from, the maths); the base (paths,
+artifacts, stats, spec, runstore, …).
 
 Studies never import each other, and no study or run analysis imports code by a string (``importlib``): every arrow
 between them is a static import this test sees. The registry alone resolves strings, and only its own records'."""
