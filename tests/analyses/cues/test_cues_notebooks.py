@@ -11,16 +11,10 @@ import pytest
 from nbutils import artifacts, studies
 from nbutils.analyses.cues.results import results_text
 from nbutils.paths import repo_root
-from nbutils.sweep import execute, run_sweep
+from nbutils.sweep import execute
 
 ROOT = repo_root()
-pytestmark = pytest.mark.notebooks
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    run = tmp_path_factory.mktemp("cues-ci")
-    return run, run_sweep(ROOT / "params" / "cues_ci.yaml", run_dir=str(run))
+pytestmark = [pytest.mark.notebooks, pytest.mark.sweep("params/cues_ci.yaml")]  # `swept`: tests/conftest.py
 
 
 def test_the_sweep_profiles_cues_after_the_analysis(swept):

@@ -14,14 +14,7 @@ from nbutils.sweep import execute, run_sweep
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("custom").notebooks
-pytestmark = pytest.mark.notebooks
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    run = tmp_path_factory.mktemp("custom-ci")
-    report = run_sweep(ROOT / "params" / "custom_ci.yaml", run_dir=str(run), limit=4)
-    return run, report
+pytestmark = [pytest.mark.notebooks, pytest.mark.sweep("params/custom_ci.yaml", limit=4)]  # `swept`: tests/conftest.py
 
 
 def test_yes_no_sweep_runs_load_score_analyze(swept):

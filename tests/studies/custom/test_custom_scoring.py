@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from nbutils import studies
-from nbutils.engine.models import load_model
 from nbutils.engine.run import score_run
 from nbutils.runstore import read_dataset
 from nbutils.studies.custom import dataset
@@ -27,11 +26,6 @@ CASES = {  # name: rows, load parameters, the log-prob columns study 1's naming 
     "letters": (MC, dict(columns={"system": "sys"}, choices=3, option_format="letters"), ["logp_a", "logp_b", "logp_c"]),
     "full_text": (MC, dict(columns={"system": "sys"}, choices=3, option_format="text"), ["logp_0", "logp_1", "logp_2"]),
 }
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
 
 
 @pytest.mark.parametrize("chat_template", ["always", "never"])

@@ -25,14 +25,7 @@ from nbutils.sweep import execute, run_sweep
 ROOT = repo_root()
 NOTEBOOKS = studies.get("monotonicity").notebooks
 DATA = Path(__file__).parent / "data"
-pytestmark = pytest.mark.notebooks
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    run = tmp_path_factory.mktemp("ci-sweep")
-    report = run_sweep(ROOT / "params" / "ci.yaml", run_dir=str(run))
-    return run, report
+pytestmark = [pytest.mark.notebooks, pytest.mark.sweep("params/ci.yaml")]  # `swept`: tests/conftest.py
 
 
 def test_sweep_runs_generate_score_analyze(swept):

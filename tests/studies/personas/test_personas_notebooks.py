@@ -13,19 +13,12 @@ from nbutils import studies
 from nbutils.paths import repo_root
 from nbutils.stats import RECORD_KEYS
 from nbutils.studies.personas import stats
-from nbutils.sweep import execute, run_sweep
+from nbutils.sweep import execute
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("personas").notebooks
-pytestmark = pytest.mark.notebooks
+pytestmark = [pytest.mark.notebooks, pytest.mark.sweep("params/personas_ci.yaml")]  # `swept`: tests/conftest.py
 MODEL = "smollm2-135m-instruct"
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    run = tmp_path_factory.mktemp("personas-ci")
-    report = run_sweep(ROOT / "params" / "personas_ci.yaml", run_dir=str(run))
-    return run, report
 
 
 def test_sweep_runs_generate_score_analyze(swept):

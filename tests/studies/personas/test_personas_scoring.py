@@ -23,11 +23,6 @@ REFUSING = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_excep
 
 
 @pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
-
-
-@pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("personas-run")
     params = dict(n_questions=4, n_null_personas=1, categories=["gender"], seed=0)
