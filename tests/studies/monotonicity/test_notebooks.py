@@ -21,6 +21,7 @@ from nbutils.rbridge import r_available
 from nbutils import studies
 from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.sweep import execute, run_sweep
+from notebook_checks import assert_figure, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("monotonicity").notebooks
@@ -33,9 +34,12 @@ def test_sweep_runs_generate_score_analyze(swept):
     assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
     assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
         "monotonicity_01_generate.ipynb", "monotonicity_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
-    for nb in (run / "notebooks").glob("*.ipynb"):
-        executed = nbformat.read(nb, as_version=4)
-        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
+    n = len(pd.read_parquet(run / "prompts.parquet"))
+    ran_clean(run / "notebooks" / "monotonicity_01_generate.ipynb")
+    score = output_text(ran_clean(run / "notebooks" / "score__smollm2-135m-instruct.ipynb"))
+    assert f"monotonicity: {n} rows in {run / 'prompts.parquet'}" in score and f"| {n}/{n} [" in score
+    analyze = output_text(ran_clean(run / "notebooks" / "monotonicity_03_analyze.ipynb"))
+    assert (run / "results.md").read_text().strip() in analyze, "the notebook shows the paragraph results.md holds"
 
 
 # What the score notebook may print: its own one-line reports (the dataset, what load_model chose and why); the rest
@@ -250,7 +254,7 @@ def test_quickstart_generates_scores_and_analyses_the_demo_in_one_kernel(tmp_pat
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
              if o.output_type == "display_data"]
     assert any("text/markdown" in o.data for o in shown) and any("image/png" in o.data for o in shown)
-    assert (run / "figures" / "accuracy_by_threshold.png").is_file()
+    assert_figure(run / "figures" / "accuracy_by_threshold.png")
 
 
 def test_environment_file_installs_this_package():
@@ -344,7 +348,7 @@ def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_
     tests = {r["test"] for r in summary["records"]}
     assert {"precision_agreement", "precision_mcnemar_exact"} <= tests
     assert any("scored at several precisions" in n for n in summary["_notes"])
-    assert (run / "figures" / "precision_margins.png").exists()
+    assert_figure(run / "figures" / "precision_margins.png")
     main = pd.read_csv(run / "tables" / "accuracy.csv")
     assert set(main["model"]) == {"smollm2-135m-instruct"}, "the main analysis uses the float32 file only"
 
