@@ -9,7 +9,6 @@ import torch
 from nbutils.engine import models
 
 
-
 def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
     cfg = models.quantization_config("4bit")
     assert cfg.load_in_4bit and cfg.bnb_4bit_quant_type == "nf4"
