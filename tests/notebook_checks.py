@@ -42,9 +42,10 @@ def tex_rows(path: str | Path) -> tuple[list[str], list[list[str]]]:
     return cells[0], cells[2:]  # the header, then the rows after \midrule
 
 
-def assert_tex_matches_csv(stem: str | Path, digits: int = 3) -> pd.DataFrame:
-    """``stem.tex`` has ``stem.csv``'s columns and rows, and every number of the CSV rounded to ``digits`` places
-    (NaN as ``--``, or empty where the CSV's empty cell was an empty text); returns the CSV."""
+def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f") -> pd.DataFrame:
+    """``stem.tex`` has ``stem.csv``'s columns and rows, and every number of the CSV as ``float_format`` prints it
+    (the run's own format: ``%.3f`` unless a study writes its tables otherwise; NaN as ``--``, or empty where the CSV's
+    empty cell was an empty text); returns the CSV."""
     stem = Path(stem)
     table = pd.read_csv(stem.with_suffix(".csv"))
     header, rows = tex_rows(stem.with_suffix(".tex"))
@@ -54,10 +55,11 @@ def assert_tex_matches_csv(stem: str | Path, digits: int = 3) -> pd.DataFrame:
     for row, (_, want) in zip(rows, table.iterrows()):
         for col in numeric:
             cell, value = row[header.index(col)], want[col]
-            if value is None or (isinstance(value, float) and math.isnan(value)):
+            if isinstance(value, float) and math.isnan(value):
                 assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"  # CSV: "" reads as NaN
             else:
-                assert abs(float(cell) - float(value)) <= 0.5 * 10 ** -digits + 1e-12, f"{stem.name}.tex {col}: {cell} vs {value}"
+                shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else float_format % value
+                assert cell == shown, f"{stem.name}.tex {col}: {cell} for {value}"
     return table
 
 
