@@ -54,8 +54,8 @@ PLANTED = {  # a request built wrong in one way a tokenizer or template error wo
             p[:len(p) - len(tok("<|im_start|>assistant\n", add_special_tokens=False).input_ids)] for p in req.prompt_ids])),
     "chat prompt with a doubled BOS": (
         "always", lambda tok, req: dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])),
-    "plain prompt without its BOS": (
-        "never", lambda tok, req: dataclasses.replace(req, prompt_ids=[p[1:] for p in req.prompt_ids])),
+    "plain prompt with a BOS the tokenizer does not add": (
+        "never", lambda tok, req: dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])),
 }
 
 
@@ -68,10 +68,11 @@ def test_the_reference_catches_a_planted_request_error(tiny_llama, tiny_tokenize
     wrong = plant(tiny_tokenizer, right)
     assert wrong.prompt_ids != right.prompt_ids or wrong.option_ids != right.option_ids, "the error is really planted"
     ref = np.vstack(reference_logprobs(tiny_llama, tiny_tokenizer, texts, chat))
-    assert np.abs(answer_logprobs(tiny_llama, right, batch_size=1) - ref).max() < 1e-4
-    # the tiny model's random weights give near-uniform log-probs, so a wrong context moves them by ~1e-3: still
-    # many times the tolerance (the embedded model's test below sees the same errors move them by far more)
-    assert np.abs(answer_logprobs(tiny_llama, wrong, batch_size=1) - ref).max() > 5e-4, planted
+    assert np.abs(answer_logprobs(tiny_llama, right, batch_size=1) - ref).max() < 1e-5
+    # the tiny model's random weights give near-uniform log-probs, so a wrong context moves them by only 3e-4 to 4e-3:
+    # still over twice the tests' tolerance of 1e-4 and 20 times the right request's error (the embedded model's test
+    # below sees the same errors move them by over 0.1)
+    assert np.abs(answer_logprobs(tiny_llama, wrong, batch_size=1) - ref).max() > 2e-4, planted
 
 
 SMOL_PROMPTS = ["There are 10 cats. Alice has 7 of the 10 cats. Does Alice have more than 1/2 of the cats?",
