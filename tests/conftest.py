@@ -1,5 +1,5 @@
-"""Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer) and the suite's running
-order: with pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints
+"""Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer, the tiny model loaded for
+scoring, the notebook modules' real-model sweep), the `sweep` and `cuda` marks, and the suite's running order: with pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints
 the time per tier and the slowest tests, and warns when the suite outgrows its time budget."""
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def pytest_configure(config):
 
 
 def pytest_runtest_setup(item):
+    """A test marked `cuda` is skipped where torch sees no CUDA GPU."""
     if item.get_closest_marker("cuda") and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
 
