@@ -1,6 +1,7 @@
 """Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer, the tiny model loaded for
-scoring, the notebook modules' real-model sweep), the `sweep` and `cuda` marks, and the suite's running order: with pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints
-the time per tier and the slowest tests, and warns when the suite outgrows its time budget."""
+scoring, the notebook modules' real-model sweep), the `sweep` and `cuda` marks, and the suite's running order: with
+pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints the time per tier
+and the slowest tests, and warns when the suite outgrows its time budget."""
 from __future__ import annotations
 
 import os
