@@ -15,7 +15,8 @@ def ran_clean(path: str | Path) -> nbformat.NotebookNode:
     """The executed notebook at ``path``, after checking that each code cell ran once, in order, with no error."""
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), f"{Path(path).name}: cells skipped or re-run"
+    counts = [c.execution_count for c in code]
+    assert counts == list(range(1, len(code) + 1)), f"{Path(path).name}: cells skipped or re-run ({counts})"
     errors = [o for c in code for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors, f"{Path(path).name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
     return nb
@@ -56,7 +57,8 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f") -> pd.D
         for col in numeric:
             cell, value = row[header.index(col)], want[col]
             if isinstance(value, float) and math.isnan(value):
-                assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"  # CSV: "" reads as NaN
+                # a CSV reads an empty text as NaN too
+                assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
             else:
                 shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else float_format % value
                 assert cell == shown, f"{stem.name}.tex {col}: {cell} for {value}"

@@ -206,7 +206,7 @@ def test_the_local_executor_writes_byte_identical_files_to_the_serial_sweep(seri
     assert len(logs) == 4 and all(Path(j["log"]).parent == run / "logs" and Path(j["log"]).read_text().strip()
                                   for j in logs), "each job's log, beside the run, holds what the job said"
     html = (run / "report.html").read_text()
-    assert html.startswith("<!DOCTYPE html>") and all(slug in html for slug in jobs.scored), "the report shows both models"
+    assert html.startswith("<!DOCTYPE html>") and all(slug in html for slug in jobs.scored), "the report names both"
 
 
 @pytest.mark.notebooks

@@ -45,17 +45,22 @@ def test_multi_token_answers_from_cached_prefill(tiny_llama, tiny_tokenizer, tex
     assert np.abs(fast - ref).max() < 1e-4
 
 
+def _with_bos(tok, req):
+    return dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])
+
+
+def _without_generation_prompt(tok, req):
+    n = len(tok("<|im_start|>assistant\n", add_special_tokens=False).input_ids)
+    return dataclasses.replace(req, prompt_ids=[p[:len(p) - n] for p in req.prompt_ids])
+
+
 PLANTED = {  # a request built wrong in one way a tokenizer or template error would build it
     "plain answer without its leading space": (
         "never", lambda tok, req: dataclasses.replace(req, option_ids=[
             [tok(a.strip(), add_special_tokens=False).input_ids for a in opts] for opts in req.option_strings])),
-    "chat prompt without the generation prompt": (
-        "always", lambda tok, req: dataclasses.replace(req, prompt_ids=[
-            p[:len(p) - len(tok("<|im_start|>assistant\n", add_special_tokens=False).input_ids)] for p in req.prompt_ids])),
-    "chat prompt with a doubled BOS": (
-        "always", lambda tok, req: dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])),
-    "plain prompt with a BOS the tokenizer does not add": (
-        "never", lambda tok, req: dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])),
+    "chat prompt without the generation prompt": ("always", _without_generation_prompt),
+    "chat prompt with a doubled BOS": ("always", _with_bos),
+    "plain prompt with a BOS the tokenizer does not add": ("never", _with_bos),
 }
 
 

@@ -87,7 +87,8 @@ def test_cue_tables_equal_an_independent_recomputation(swept):
     used = acc.set_index("feature")["flag"] & dist["flag"]
     assert (dist["used"] == used).all() and (dist["accuracy_flag"] == acc.set_index("feature")["flag"]).all()
     records = json.loads((run / "summary.json").read_text())["records"]
-    assert {r["term"]: r["estimate"] for r in records if r["test"] == "cue_used"} == {f: float(u) for f, u in used.items()}
+    used_records = {r["term"]: r["estimate"] for r in records if r["test"] == "cue_used"}
+    assert used_records == {f: float(u) for f, u in used.items()}
 
 
 def test_the_cue_paragraph_states_the_tables_numbers_and_directions(swept):
@@ -100,13 +101,14 @@ def test_the_cue_paragraph_states_the_tables_numbers_and_directions(swept):
     top = pd.read_csv(run / "tables" / "cues.csv").drop_duplicates("feature")
     k = c["top_k"]
     assert (f"{c['n_instances']} classification instances split into {c['n_train']} for finding cues and "
-            f"{c['n_test']} for testing them; {len(top)} features occur at least {c['min_count']} times in both splits; "
-            f"the top {k} by cueness are probed.") in words
+            f"{c['n_test']} for testing them; {len(top)} features occur at least {c['min_count']} times in both "
+            f"splits; the top {k} by cueness are probed.") in words
     strongest = next(line for line in words.splitlines() if "Strongest cues:" in line)
     for r in top.head(3).itertuples():
         assert f"`{r.feature}` → {r.cue_label} (cueness {r.cueness:.2f}" in strongest
     n_sig = int(top.head(k)["significant"].sum())
-    assert f"{n_sig} of the top {k} skew the labels at α = .05 after Holm correction over all {len(top)} features" in strongest
+    assert (f"{n_sig} of the top {k} skew the labels at α = .05 after Holm correction over all {len(top)} features"
+            in strongest)
     assert ("the dataset itself carries cues" in strongest) == (n_sig > 0)
     assert ("no evidence that the labels follow a surface feature" in strongest) == (n_sig == 0)
 
@@ -117,7 +119,8 @@ def test_the_cue_paragraph_states_the_tables_numbers_and_directions(swept):
         d = dist[dist["model"] == model]
         n_used = int((a.set_index("feature")["flag"] & d.set_index("feature")["flag"]).sum())
         assert (f"{model}: {n_used} of the top {len(top.head(k))} cues flagged as used by both tests "
-                f"({int(a['flag'].sum())} by the accuracy test, {int(d['flag'].sum())} by the distribution test") in line
+                f"({int(a['flag'].sum())} by the accuracy test, {int(d['flag'].sum())} by the distribution test"
+                ) in line
         assert ("No evidence that the model relies on these cues" in line) == (n_used == 0)
         best = a.dropna(subset=["p"]).sort_values("p", kind="stable").iloc[0]  # the smallest raw p, first in rank order
         assert (f"with and without `{best['feature']}`: difference = {100 * best['delta_acc']:.1f} points, 95% CI "

@@ -112,7 +112,8 @@ def test_compute_writes_summary_records_with_the_agreed_fields(tmp_path):
     assert {"monotonicity_accuracy", "monotonicity_appendix_b", "monotonicity_mixed_model"} <= set(a.tables)
     analysis.write(a, tmp_path)
     written = json.loads((tmp_path / "summary.json").read_text())["records"]
-    assert [(r["test"], r["term"], r["estimate"]) for r in written] == [(r["test"], r["term"], r["estimate"]) for r in recs]
+    key = [(r["test"], r["term"], r["estimate"]) for r in recs]
+    assert [(r["test"], r["term"], r["estimate"]) for r in written] == key
     table = assert_tex_matches_csv(tmp_path / "tables" / "accuracy")
     assert table.set_index("group")["accuracy"].to_dict() == pytest.approx(
         a.tables["accuracy"].set_index("group")["accuracy"].to_dict())

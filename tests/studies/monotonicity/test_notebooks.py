@@ -170,7 +170,8 @@ def test_analysis_outputs(swept):
     assert f"{s['concept'].nunique()} concepts at {n_thresholds} thresholds" in words and f"{len(s)} prompts" in words
     for condition, said in (("concept_learning", "concept learning"), ("explicit", "the concept stated")):
         c = s[s["condition"] == condition]
-        up, down = c.loc[c["monotonicity"] == "upward", "right"].mean(), c.loc[c["monotonicity"] == "downward", "right"].mean()
+        up = c.loc[c["monotonicity"] == "upward", "right"].mean()
+        down = c.loc[c["monotonicity"] == "downward", "right"].mean()
         line = next(l for l in words.splitlines() if l.startswith(f"- smollm2-135m-instruct, {said}:"))
         assert (f"accuracy {100 * up:.1f}% upward vs {100 * down:.1f}% downward (gap {100 * (up - down):.1f} points)"
                 in line), condition

@@ -1,6 +1,6 @@
 """Papermill smoke run of the persona study: generate → shared score notebook → analyze through the `study: personas`
-sweep with the real embedded model, then checks on what the notebooks wrote (tables, records and the paragraph against a recomputation from the score file
-with scipy and statsmodels); and the generate notebook's errors."""
+sweep with the real embedded model, then checks on what the notebooks wrote (tables, records and the paragraph against a
+recomputation from the score file with scipy and statsmodels); and the generate notebook's errors."""
 from __future__ import annotations
 
 import json
@@ -82,7 +82,8 @@ def test_analysis_tables_equal_an_independent_recomputation(swept):
         lo, hi = proportion_confint(k, n, method="wilson")
         chance = np.mean([1 / len(o) for o in scores.loc[scores["persona_id"] == pid, "scored"]])
         assert (acc.loc[pid, "n"], acc.loc[pid, "correct"]) == (n, k), pid
-        assert acc.loc[pid, ["accuracy", "ci_low", "ci_high", "chance"]].tolist() == pytest.approx([k / n, lo, hi, chance])
+        assert acc.loc[pid, ["accuracy", "ci_low", "ci_high", "chance"]].tolist() == pytest.approx(
+            [k / n, lo, hi, chance])
 
     dif = assert_tex_matches_csv(run / "tables" / "dif").set_index("persona_id")
     assert set(dif.index) == set(right.columns) - {"baseline"}
@@ -104,7 +105,8 @@ def test_analysis_tables_equal_an_independent_recomputation(swept):
         assert g["p_holm"].tolist() == pytest.approx(multipletests(g["p_mcnemar"], method="holm")[1].tolist())
 
     null = assert_tex_matches_csv(run / "tables" / "null_comparison").set_index("null_kind")
-    bias = {k: np.array([1 - expected[p] for p in dif.index if kind[p] == k]) for k in ("real", "null_random", "null_word")}
+    bias = {k: np.array([1 - expected[p] for p in dif.index if kind[p] == k])
+            for k in ("real", "null_random", "null_word")}
     for k in ("null_random", "null_word"):
         x, y, row = bias["real"], bias[k], null.loc[k]
         assert (row["n_real"], row["n_null"]) == (len(x), len(y)) == (22, 2)
@@ -143,7 +145,8 @@ def test_summary_records_and_the_paragraph_agree_with_the_recomputation(swept):
     per_persona = scores.groupby("persona_id")["right"].mean()
     assert len(accuracy) == 27 and accuracy["estimate"].to_dict() == pytest.approx(per_persona.to_dict())
     assert all(r.ci_low <= r.estimate <= r.ci_high for r in accuracy.itertuples())
-    assert {"welch_real_vs_null_random", "permutation_real_vs_null_word", "dif", "mcnemar_vs_baseline"} <= set(recs["test"])
+    assert {"welch_real_vs_null_random", "permutation_real_vs_null_word", "dif", "mcnemar_vs_baseline"} <= set(
+        recs["test"])
     null = pd.read_csv(run / "tables" / "null_comparison.csv").set_index("null_kind")
 
     words = (run / "results.md").read_text()
