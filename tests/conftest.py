@@ -1,6 +1,7 @@
-"""Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer) and the suite's running
-order: with pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints
-the time per tier and the slowest tests, and warns when the suite outgrows its time budget."""
+"""Shared fixtures (offline tiny models with random weights, a trained-on-the-fly tokenizer, the tiny model loaded for
+scoring, the notebook modules' real-model sweep), the `sweep` and `cuda` marks, and the suite's running order: with
+pytest-xdist, each worker has a core of its own; the long tests start first; the end of the run prints the time per tier
+and the slowest tests, and warns when the suite outgrows its time budget."""
 from __future__ import annotations
 
 import os
@@ -20,6 +21,20 @@ _STARTED = time.time()
 
 
 def pytest_configure(config):
+    """The suite's own marks, and each xdist worker pinned to its CPUs."""
+    config.addinivalue_line("markers", "sweep(file, **kwargs): the sweep file (and run_sweep arguments) whose run the "
+                            "module's `swept` fixture holds")
+    config.addinivalue_line("markers", "cuda: needs a CUDA GPU (skipped without one)")
+    _pin_worker()
+
+
+def pytest_runtest_setup(item):
+    """A test marked `cuda` is skipped where torch sees no CUDA GPU."""
+    if item.get_closest_marker("cuda") and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+
+
+def _pin_worker():
     """Under pytest-xdist, pin each worker to its own share of the CPUs this process may use.
 
     Every library in a worker then sees that share: torch's thread count (``models.set_threads`` reads the affinity),
@@ -163,6 +178,29 @@ def tiny_run(tmp_path_factory):
                   prompts_per_concept=6, n_examples=6, seed=3)
     artifacts.write_dataset(generate_prompts(**params), prompts_path(run), {"parameters": params})
     return run
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model_dir):
+    """The tiny Llama loaded as a run loads a model (float32 on the CPU), once per module."""
+    from nbutils.engine.models import load_model
+
+    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
+
+
+@pytest.fixture(scope="module")
+def swept(request, tmp_path_factory):
+    """``(run, report)`` of the sweep named by the module's ``pytest.mark.sweep(file, **kwargs)`` (a path under the
+    repository, kwargs for ``run_sweep``), run once per module: the notebook tests' real-model run."""
+    from nbutils.paths import repo_root
+    from nbutils.sweep import run_sweep
+
+    marker = request.node.get_closest_marker("sweep")
+    if marker is None:
+        raise LookupError(f"{request.node.nodeid}: `swept` needs a module mark pytest.mark.sweep(<sweep file>)")
+    sweep_file = repo_root() / marker.args[0]
+    run = tmp_path_factory.mktemp(sweep_file.stem.replace("_", "-"))
+    return run, run_sweep(sweep_file, run_dir=str(run), **marker.kwargs)
 
 
 def base_requirements(root) -> list[str]:

@@ -12,6 +12,54 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# /proc/cpuinfo as Linux writes it, one processor of each host kind (flags lines shortened to the relevant part)
+CPUINFO = {
+    "zen4_avx512_bf16": ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core Processor\n"
+                         "flags\t\t: fpu vme de pse tsc msr avx2 avx512f avx512dq avx512_bf16 avx512vl avx512_vnni\n"
+                         "bugs\t\t: sysret_ss_attrs spectre_v1 spectre_v2\n\n", True),
+    "sapphire_rapids_amx_bf16": ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) "
+                                 "Platinum 8480+\nflags\t\t: fpu vme avx2 avx512f avx512bw amx_bf16 amx_tile amx_int8\n"
+                                 "vmx flags\t: vnmi preemption_timer\nbugs\t\t: spectre_v1\n\n", True),
+    "cascade_lake_plain_avx512": ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) "
+                                  "Gold 6248 CPU @ 2.50GHz\nflags\t\t: fpu vme avx2 avx512f avx512bw avx512_vnni\n"
+                                  "bugs\t\t: spectre_v1 mds swapgs\n\n", False),
+    "no_flags_line": ("processor\t: 0\nmodel name\t: unknown\n\n", False),
+}
+
+
+def cpu_flags(cpuinfo: str) -> set[str]:
+    """The flags every processor of ``cpuinfo`` lists (the ``flags`` lines, not ``vmx flags`` or ``bugs``)."""
+    lines = [line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line]
+    per_cpu = [set(value.split()) for key, value in lines if key.strip() == "flags"]
+    return set.intersection(*per_cpu) if per_cpu else set()
+
+
+def native_bf16(flags: set[str]) -> bool:
+    """Native bf16 matmuls: AVX512-BF16 or AMX-BF16 (plain AVX-512 emulates bf16)."""
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def host_cpu_flags() -> set[str]:
+    path = Path("/proc/cpuinfo")
+    return cpu_flags(path.read_text()) if path.exists() else set()
+
+
+@pytest.mark.parametrize("host", list(CPUINFO))
+def test_native_bf16_is_read_from_recorded_cpuinfo(host):
+    from nbutils.engine.models import cpu_supports_bf16
+
+    text, native = CPUINFO[host]
+    assert native_bf16(cpu_flags(text)) is native, "the recording says what it is meant to"
+    assert cpu_supports_bf16(text) is native
+    assert cpu_supports_bf16(text * 4) is native, "several processors, same answer"
+
+
+def test_native_bf16_on_this_host_agrees_with_its_cpuinfo_flags():
+    from nbutils.engine.models import cpu_supports_bf16
+
+    assert cpu_supports_bf16() is native_bf16(host_cpu_flags())
+
+
 def _run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, env=env,
@@ -91,7 +139,9 @@ def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_kee
     assert fast["rescore_margin"] == max(1e-3, 3 * fast["calibration_error_max"]), "margin = factor × calibration max"
     assert fast["bf16_max_abs_dlogp_vs_float32"] > 0, "the bf16 copy really ran in bf16"
     assert fast["rescored_prompts"] >= 2 and fast["calibration_seconds"] > 0, "calibration is charged to the fast path"
-    assert report["host"]["native_bf16"] == report["cpu_native_bf16"]
+    flags = host_cpu_flags()  # read here, not through the library: the script's host record must agree with it
+    assert report["host"]["native_bf16"] == report["cpu_native_bf16"] == native_bf16(flags)
+    assert set(report["host"]["bf16_flags"]) == flags & {"avx512_bf16", "amx_bf16", "amx_tile", "avx512f"}
     ceil = report["matmul_gflops"]
     if fast["bf16_emulated_speed_not_meaningful"]:
         assert "speedup_fast_vs_naive_two_pass" not in report, "no speed claim for an emulated bf16 path"
@@ -146,7 +196,10 @@ def test_score_file_checks_benchmark_times_the_checked_and_unchecked_read(tmp_pa
     proc = _run("score_file_checks.py", "--per-concept", "4", "--repeats", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["rows"] == 19 * 2 * 4 and report["load_scores_seconds_checked"] > 0
+    assert report["rows"] == 19 * 2 * 4 and report["repeats"] == 1
+    checked, unchecked = report["load_scores_seconds_checked"], report["load_scores_seconds_unchecked"]
+    assert checked > 0 and unchecked > 0
+    assert report["checks_seconds"] == pytest.approx(checked - unchecked, abs=2e-3)
 
 
 @pytest.mark.notebooks  # scores 2 × 8 prompts with the embedded model

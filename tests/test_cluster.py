@@ -203,8 +203,10 @@ def test_the_local_executor_writes_byte_identical_files_to_the_serial_sweep(seri
     assert len(list((run / "scores").glob("*.shard-*-of-2.parquet"))) == 4  # the shards stay beside the merged file
     assert len(list((run / "notebooks").glob("score__*.shard-*-of-2.ipynb"))) == 4
     logs = json.loads((run / "logs" / "jobs.json").read_text())["jobs"]
-    assert len(logs) == 4 and all(Path(j["log"]).exists() for j in logs)
-    assert (run / "report.html").exists()
+    assert len(logs) == 4 and all(Path(j["log"]).parent == run / "logs" and Path(j["log"]).read_text().strip()
+                                  for j in logs), "each job's log, beside the run, holds what the job said"
+    html = (run / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and all(slug in html for slug in jobs.scored), "the report names both"
 
 
 @pytest.mark.notebooks
@@ -233,7 +235,7 @@ def test_a_failing_job_is_reported_with_its_log_and_error_while_the_others_finis
     assert "no-such-model" in slug and "model" in err and "Traceback" not in err
     failed_line = next(line for line in out.splitlines() if line.startswith("[sweep] FAILED job"))
     log = Path(failed_line.rsplit("log: ", 1)[1])
-    assert log.exists() and log.parent == run / "logs"
+    assert log.parent == run / "logs" and "no-such-model" in log.read_text(), "the failed job's log holds its error"
     assert "submitted 2 job(s)" in out and report.analyzed
 
 

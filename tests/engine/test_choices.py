@@ -1,7 +1,9 @@
-"""The engine against a naive reference that scores prompt+answer as whole sequences."""
+"""The engine against an independent naive reference (tests/reference_scoring.py) that tokenizes through the
+tokenizer's own chat template and scores prompt+answer as whole sequences."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -9,9 +11,10 @@ import torch
 
 from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.engine.batching import plan_batches
-from nbutils.engine.choices import (answer_logprobs, build_requests, choice_frame, naive_answer_logprobs, normalize_answer,
-                                    option_names, score_batch, score_batches)
+from nbutils.engine.choices import (answer_logprobs, build_requests, choice_frame, normalize_answer, option_names,
+                                    score_batch, score_batches)
 from nbutils.spec import ChoiceItems
+from reference_scoring import reference_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,7 @@ def test_single_pass_equals_naive_reference(request, tiny_tokenizer, texts, mode
     req = build_requests(tiny_tokenizer, texts, chat)
     assert req.single_token, "Yes/No are single tokens for this tokenizer"
     fast = answer_logprobs(model, req, batch_size=3)  # batched with left padding
-    ref = naive_answer_logprobs(model, tiny_tokenizer, texts, chat)
+    ref = np.vstack(reference_logprobs(model, tiny_tokenizer, texts, chat))
     assert np.abs(fast - ref).max() < 1e-4
     assert ((fast[:, 0] > fast[:, 1]) == (ref[:, 0] > ref[:, 1])).all()
 
@@ -38,8 +41,78 @@ def test_multi_token_answers_from_cached_prefill(tiny_llama, tiny_tokenizer, tex
     req = build_requests(tiny_tokenizer, texts, chat, answers)
     assert not req.single_token and all(len(a) > 1 for a in req.answer_ids)
     fast = answer_logprobs(tiny_llama, req)
-    ref = naive_answer_logprobs(tiny_llama, tiny_tokenizer, texts, chat, answers)
+    ref = np.vstack(reference_logprobs(tiny_llama, tiny_tokenizer, texts, chat, answers))
     assert np.abs(fast - ref).max() < 1e-4
+
+
+def _with_bos(tok, req):
+    return dataclasses.replace(req, prompt_ids=[[tok.bos_token_id, *p] for p in req.prompt_ids])
+
+
+def _without_generation_prompt(tok, req):
+    n = len(tok("<|im_start|>assistant\n", add_special_tokens=False).input_ids)
+    return dataclasses.replace(req, prompt_ids=[p[:len(p) - n] for p in req.prompt_ids])
+
+
+PLANTED = {  # a request built wrong in one way a tokenizer or template error would build it
+    "plain answer without its leading space": (
+        "never", lambda tok, req: dataclasses.replace(req, option_ids=[
+            [tok(a.strip(), add_special_tokens=False).input_ids for a in opts] for opts in req.option_strings])),
+    "chat prompt without the generation prompt": ("always", _without_generation_prompt),
+    "chat prompt with a doubled BOS": ("always", _with_bos),
+    "plain prompt with a BOS the tokenizer does not add": ("never", _with_bos),
+}
+
+
+@pytest.mark.parametrize("planted", list(PLANTED))
+def test_the_reference_catches_a_planted_request_error(tiny_llama, tiny_tokenizer, texts, planted):
+    """The reference can fail: a request built wrong scores away from it by far more than the tolerance the right
+    request meets, so a tokenization or chat-template error in the engine would not pass the tests above."""
+    chat, plant = PLANTED[planted]
+    right = build_requests(tiny_tokenizer, texts, chat)
+    wrong = plant(tiny_tokenizer, right)
+    assert wrong.prompt_ids != right.prompt_ids or wrong.option_ids != right.option_ids, "the error is really planted"
+    ref = np.vstack(reference_logprobs(tiny_llama, tiny_tokenizer, texts, chat))
+    assert np.abs(answer_logprobs(tiny_llama, right, batch_size=1) - ref).max() < 1e-5
+    # the tiny model's random weights give near-uniform log-probs, so a wrong context moves them by only 3e-4 to 4e-3:
+    # still over twice the tests' tolerance of 1e-4 and 20 times the right request's error (the embedded model's test
+    # below sees the same errors move them by over 0.1)
+    assert np.abs(answer_logprobs(tiny_llama, wrong, batch_size=1) - ref).max() > 2e-4, planted
+
+
+SMOL_PROMPTS = ["There are 10 cats. Alice has 7 of the 10 cats. Does Alice have more than 1/2 of the cats?",
+                "Is Paris the capital of France?",
+                "Which is a colour?\nA. Blue\nB. Table\nC. Seven apples\nAnswer with the letter."]
+SMOL_OPTIONS = [("Yes", "No"), ("Yes", "No"), ("A", "B", "C")]
+
+
+@pytest.mark.notebooks  # the real embedded model, 3 short prompts (~10 s with the load)
+def test_the_embedded_model_through_its_own_chat_template_equals_the_engine():
+    """SmolLM2's own chat template (a default system turn, ChatML): the engine's scores of mixed option sets equal the
+    reference within 1e-4, and the planted errors move them by far more."""
+    from nbutils.engine.models import load_model
+
+    lm = load_model("smollm2-135m-instruct", quantization="none", dtype="float32", device="cpu", rescore_margin=0.0)
+    tok = lm.tokenizer
+    for chat in ("always", "never"):
+        req = build_requests(tok, SMOL_PROMPTS, chat, SMOL_OPTIONS)
+        assert req.used_chat_template == (chat == "always")
+        got = [None] * len(SMOL_PROMPTS)
+        for r in score_batches(lm.model, req, plan_batches([len(p) for p in req.prompt_ids], 3), progress=False):
+            for i, lp in zip(r.indices, r.logprobs):
+                got[i] = lp
+        ref = reference_logprobs(lm.model, tok, SMOL_PROMPTS, chat, SMOL_OPTIONS)
+        for g, e in zip(got, ref):
+            assert len(g) == len(e) and np.abs(g - e).max() < 1e-4, chat
+    chat_req = build_requests(tok, SMOL_PROMPTS[:2], "always")
+    assert tok.decode(chat_req.prompt_ids[0]).endswith("<|im_start|>assistant\n")
+    ref = np.vstack(reference_logprobs(lm.model, tok, SMOL_PROMPTS[:2], "always"))
+    no_generation_prompt = PLANTED["chat prompt without the generation prompt"][1](tok, chat_req)
+    assert np.abs(answer_logprobs(lm.model, no_generation_prompt, batch_size=1) - ref).max() > 0.1
+    plain_req = build_requests(tok, SMOL_PROMPTS[:2], "never")
+    ref = np.vstack(reference_logprobs(lm.model, tok, SMOL_PROMPTS[:2], "never"))
+    no_space = PLANTED["plain answer without its leading space"][1](tok, plain_req)
+    assert np.abs(answer_logprobs(lm.model, no_space, batch_size=1) - ref).max() > 0.1
 
 
 def test_chat_rendering_puts_answers_after_the_generation_prompt(tiny_tokenizer, texts):
@@ -145,7 +218,7 @@ def test_per_prompt_option_sets_letters_and_full_texts_equal_the_naive_reference
     for r in score_batches(tiny_llama, req, batches, progress=False):
         for i, lp in zip(r.indices, r.logprobs):
             got[i] = lp
-    ref = naive_answer_logprobs(tiny_llama, tiny_tokenizer, texts, chat, options)
+    ref = reference_logprobs(tiny_llama, tiny_tokenizer, texts, chat, options)
     for g, e, o in zip(got, ref, options):
         assert len(g) == len(o) and np.abs(g - e).max() < 1e-4
 
@@ -213,7 +286,7 @@ def test_split_precision_with_a_float32_head_equals_the_whole_float32_pass(reque
         for r in score_batches(twin, req, batches, reference=model, tail=5, progress=False):
             for i, lp in zip(r.indices, r.logprobs):
                 got[i] = lp
-        ref = naive_answer_logprobs(model, tiny_tokenizer, texts, chat, opts)
+        ref = reference_logprobs(model, tiny_tokenizer, texts, chat, opts)
         for g, e in zip(got, ref):
             assert np.abs(g - e).max() < 1e-4
 

@@ -6,15 +6,9 @@ import pytest
 
 from nbutils import runstore, studies
 from nbutils.engine import run as scoring
-from nbutils.engine.models import load_model
 
 SPEC = studies.get("monotonicity").spec
 SKIPPED = "the analysis skips limited scores unless include_limited is set"
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
 
 
 @pytest.fixture

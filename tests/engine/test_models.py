@@ -8,8 +8,6 @@ import torch
 
 from nbutils.engine import models
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
 
 def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
     cfg = models.quantization_config("4bit")
@@ -55,7 +53,7 @@ def test_local_folder_loads_with_metadata(tiny_model_dir, monkeypatch):
     assert next(half.reference.parameters()).dtype == torch.float32
 
 
-@needs_cuda
+@pytest.mark.cuda  # skipped without a CUDA GPU (tests/conftest.py)
 @pytest.mark.parametrize("q", ["8bit", "4bit"])
 def test_quantized_model_scores_on_gpu(tiny_model_dir, tiny_tokenizer, q):
     from nbutils.studies.monotonicity.dataset import generate_prompts
@@ -67,7 +65,7 @@ def test_quantized_model_scores_on_gpu(tiny_model_dir, tiny_tokenizer, q):
     assert lp.shape == (4, 2) and torch.isfinite(torch.tensor(lp)).all()
 
 
-@needs_cuda
+@pytest.mark.cuda  # skipped without a CUDA GPU (tests/conftest.py)
 @pytest.mark.parametrize("q", ["8bit", "4bit"])
 def test_a_quantized_run_on_the_gpu_keeps_every_weight_on_the_card_and_records_what_was_loaded(tmp_path, tiny_run,
                                                                                                 tiny_model_dir, q):
@@ -93,7 +91,7 @@ def test_a_quantized_run_on_the_gpu_keeps_every_weight_on_the_card_and_records_w
     assert torch.isfinite(torch.tensor(df[["logp_yes", "logp_no"]].to_numpy())).all()
 
 
-@needs_cuda
+@pytest.mark.cuda  # skipped without a CUDA GPU (tests/conftest.py)
 @pytest.mark.parametrize("dtype, bound", [("float32", 1e-4), ("bfloat16", None)])
 def test_batched_with_left_padding_equals_one_by_one_on_the_gpu(tiny_model_dir, dtype, bound):
     """Mixed lengths, left-padded in batches of 5, against one prompt per batch; bf16's bound is its own error

@@ -37,8 +37,7 @@ def _run(tmp_path, tiny_run):
     return run
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_float16_overflow_is_refused_naming_dtype_and_nothing_is_written(tmp_path, tiny_run, overflowing_dir, device):
     run = _run(tmp_path, tiny_run)
     exact, meta = scoring.score_run(run, load_model(str(overflowing_dir), device=device, dtype="float32"), SPEC,

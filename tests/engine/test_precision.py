@@ -9,7 +9,6 @@ from nbutils import artifacts, paths, studies
 from nbutils.engine import batching, calibration, models, run as scoring
 from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 GIB = 2**30
 
 
@@ -235,7 +234,7 @@ def test_token_budget_is_recorded_and_a_resumed_run_keeps_its_own(tmp_path, tiny
     assert meta["complete"] and meta["token_budget"] == 4096
 
 
-@needs_cuda
+@pytest.mark.cuda  # skipped without a CUDA GPU (tests/conftest.py)
 def test_auto_on_a_real_gpu_picks_bf16_and_probes_a_budget(tiny_model_dir):
     lm = models.load_model(str(tiny_model_dir), quantization="auto")
     assert lm.meta["quantization"] == "none" and lm.meta["dtype"] in ("bfloat16", "float16")

@@ -31,11 +31,6 @@ def merge_shards(run, slug, **kw):
     return runstore.merge_shards(run, slug, **kw)
 
 
-@pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
-
-
 def fresh_run(tmp_path, tiny_run):
     run = tmp_path / "run"
     run.mkdir(parents=True)

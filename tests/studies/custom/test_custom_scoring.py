@@ -1,5 +1,6 @@
-"""Scores of a custom file through the engine equal the naive two-pass reference (prompt + option scored as one
-sequence), for Yes/No, letters and full-text options, in chat and base rendering; columns are named as study 1 names them."""
+"""Scores of a custom file through the engine equal the independent naive reference (tests/reference_scoring.py: prompt
++ option scored as one sequence, tokenized through the tokenizer's own chat template), for Yes/No, letters and full-text
+options, in chat and base rendering; columns are named as study 1 names them."""
 from __future__ import annotations
 
 import json
@@ -8,11 +9,10 @@ import numpy as np
 import pytest
 
 from nbutils import studies
-from nbutils.engine.choices import naive_answer_logprobs
-from nbutils.engine.models import load_model
 from nbutils.engine.run import score_run
 from nbutils.runstore import read_dataset
 from nbutils.studies.custom import dataset
+from reference_scoring import reference_logprobs
 
 MC = [{"prompt": "Which is a colour?", "answer": "Blue.", "choices": ["Blue", "Table", "Seven apples"], "sys": "Be brief."},
       {"prompt": "Which is a number?", "answer": "seven apples", "choices": ["Chair", "Red", "Seven apples"], "sys": ""},
@@ -26,11 +26,6 @@ CASES = {  # name: rows, load parameters, the log-prob columns study 1's naming 
     "letters": (MC, dict(columns={"system": "sys"}, choices=3, option_format="letters"), ["logp_a", "logp_b", "logp_c"]),
     "full_text": (MC, dict(columns={"system": "sys"}, choices=3, option_format="text"), ["logp_0", "logp_1", "logp_2"]),
 }
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
 
 
 @pytest.mark.parametrize("chat_template", ["always", "never"])
@@ -52,7 +47,7 @@ def test_scores_equal_the_naive_reference(tmp_path, lm, case, chat_template):
     data, _ = read_dataset(run, spec)
     per = [tuple(json.loads(s)) for s in data["scored"]]
     systems = [None if isinstance(v, float) else v for v in data["system"]] if "system" in data else None
-    ref = naive_answer_logprobs(lm.model, lm.tokenizer, data["text"].tolist(), chat_template, per, systems)
+    ref = reference_logprobs(lm.model, lm.tokenizer, data["text"].tolist(), chat_template, per, systems)
     got = scores[columns].to_numpy()
     np.testing.assert_allclose(got, np.vstack(ref), atol=2e-4)
     assert (scores["choice"] == [p[int(np.argmax(r))] for p, r in zip(per, ref)]).all()
@@ -72,6 +67,6 @@ def test_system_message_changes_the_scores(tmp_path, lm):
     plain = dataset.choice_items(dataset.load_items(path))
     with_sys = dataset.choice_items(dataset.load_items(path, system="Answer Yes or No."))
     texts = [r["prompt"] for r in YN]
-    a = naive_answer_logprobs(lm.model, lm.tokenizer, texts, "always", plain.options, plain.systems)
-    b = naive_answer_logprobs(lm.model, lm.tokenizer, texts, "always", with_sys.options, with_sys.systems)
+    a = reference_logprobs(lm.model, lm.tokenizer, texts, "always", plain.options, plain.systems)
+    b = reference_logprobs(lm.model, lm.tokenizer, texts, "always", with_sys.options, with_sys.systems)
     assert with_sys.systems == ["Answer Yes or No."] * 3 and not np.allclose(a, b)

@@ -10,6 +10,7 @@ from scipy import stats as sps
 
 from nbutils.stats import RECORD_KEYS, holm
 from nbutils.studies.custom import analysis, stats
+from notebook_checks import assert_figure, assert_tex_matches_csv
 
 
 def frame(acc: dict[str, float], n_items: int = 40, options=("Yes", "No"), paired: bool = True, seed: int = 0,
@@ -110,8 +111,13 @@ def test_compute_writes_summary_records_with_the_agreed_fields(tmp_path):
     assert gap["estimate"] == pytest.approx(0.4)
     assert {"monotonicity_accuracy", "monotonicity_appendix_b", "monotonicity_mixed_model"} <= set(a.tables)
     analysis.write(a, tmp_path)
-    assert (tmp_path / "summary.json").exists() and (tmp_path / "tables" / "accuracy.tex").exists()
-    assert (tmp_path / "figures" / "accuracy_by_group.png").stat().st_size > 5000
+    written = json.loads((tmp_path / "summary.json").read_text())["records"]
+    key = [(r["test"], r["term"], r["estimate"]) for r in recs]
+    assert [(r["test"], r["term"], r["estimate"]) for r in written] == key
+    table = assert_tex_matches_csv(tmp_path / "tables" / "accuracy")
+    assert table.set_index("group")["accuracy"].to_dict() == pytest.approx(
+        a.tables["accuracy"].set_index("group")["accuracy"].to_dict())
+    assert_figure(tmp_path / "figures" / "accuracy_by_group.png")
 
 
 def test_concepts_the_parser_rejects_skip_study_one_with_a_note():

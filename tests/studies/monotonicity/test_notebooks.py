@@ -21,18 +21,12 @@ from nbutils.rbridge import r_available
 from nbutils import studies
 from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.sweep import execute, run_sweep
+from notebook_checks import assert_figure, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("monotonicity").notebooks
 DATA = Path(__file__).parent / "data"
-pytestmark = pytest.mark.notebooks
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    run = tmp_path_factory.mktemp("ci-sweep")
-    report = run_sweep(ROOT / "params" / "ci.yaml", run_dir=str(run))
-    return run, report
+pytestmark = [pytest.mark.notebooks, pytest.mark.sweep("params/ci.yaml")]  # `swept`: tests/conftest.py
 
 
 def test_sweep_runs_generate_score_analyze(swept):
@@ -40,9 +34,12 @@ def test_sweep_runs_generate_score_analyze(swept):
     assert report.scored == ["smollm2-135m-instruct"] and not report.failed and report.analyzed
     assert sorted(p.name for p in (run / "notebooks").glob("*.ipynb")) == [
         "monotonicity_01_generate.ipynb", "monotonicity_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
-    for nb in (run / "notebooks").glob("*.ipynb"):
-        executed = nbformat.read(nb, as_version=4)
-        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), nb.name
+    n = len(pd.read_parquet(run / "prompts.parquet"))
+    ran_clean(run / "notebooks" / "monotonicity_01_generate.ipynb")
+    score = output_text(ran_clean(run / "notebooks" / "score__smollm2-135m-instruct.ipynb"))
+    assert f"monotonicity: {n} rows in {run / 'prompts.parquet'}" in score and f"| {n}/{n} [" in score
+    analyze = output_text(ran_clean(run / "notebooks" / "monotonicity_03_analyze.ipynb"))
+    assert (run / "results.md").read_text().strip() in analyze, "the notebook shows the paragraph results.md holds"
 
 
 # What the score notebook may print: its own one-line reports (the dataset, what load_model chose and why); the rest
@@ -104,15 +101,85 @@ def test_same_model_gives_the_recorded_scores(swept):
 
 
 def test_analysis_outputs(swept):
+    """The tables against a recomputation from the score file (the answer is Yes when logp_yes > logp_no): accuracy
+    with Wilson CIs and binomial tests (statsmodels, scipy), appendix B, the gap per threshold with Fisher's test, the
+    paired McNemar counts, the pooled Mantel-Haenszel OR and CMH p (statsmodels); the paragraph's numbers and words."""
+    from scipy.stats import binomtest, fisher_exact
+    from statsmodels.stats.contingency_tables import StratifiedTable
+    from statsmodels.stats.proportion import proportion_confint
+
     run, _ = swept
-    for name in ("accuracy", "appendix_b", "gap_by_threshold", "gap_pooled", "mixed_model", "mcnemar",
-                 "signal_detection", "difficulty", "calibration", "rules", "best_rule", "mirror_test"):
-        assert (run / "tables" / f"{name}.csv").stat().st_size > 0, name
+    prompts = pd.read_parquet(run / "prompts.parquet")
+    scores = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.parquet")[["prompt_id", "logp_yes", "logp_no"]]
+    s = scores.merge(prompts, on="prompt_id", validate="one_to_one")
+    s["yes"] = s["logp_yes"] > s["logp_no"]
+    s["right"] = s["yes"] == s["label"]
+
+    acc = assert_tex_matches_csv(run / "tables" / "accuracy").set_index(["condition", "concept"])
+    cells = s.groupby(["condition", "concept"])
+    assert set(acc.index) == set(cells.groups) and len(acc) == 8
+    for key, g in cells:
+        k, n = int(g["right"].sum()), len(g)
+        lo, hi = proportion_confint(k, n, method="wilson")
+        assert (acc.loc[key, "n"], acc.loc[key, "n_correct"]) == (n, k), key
+        assert acc.loc[key, ["accuracy", "ci_low", "ci_high", "p_binom", "yes_rate"]].tolist() == pytest.approx(
+            [k / n, lo, hi, binomtest(k, n, 0.5).pvalue, g["yes"].mean()]), key
+    appendix = pd.read_csv(run / "tables" / "appendix_b.csv").set_index(["condition", "row"])
+    for (condition, concept), g in cells:
+        row = f"[{' '.join(concept.split()[:2])} p]"
+        assert appendix.loc[(condition, row), concept.split()[-1]] == pytest.approx(100 * g["right"].mean())
+
+    gaps = pd.read_csv(run / "tables" / "gap_by_threshold.csv").set_index(["condition", "threshold"])
+    pooled = assert_tex_matches_csv(run / "tables" / "gap_pooled").set_index("condition")
+    for condition, c in s.groupby("condition"):
+        strata = []
+        for threshold, g in c.groupby("threshold"):
+            up, down = g.loc[g["monotonicity"] == "upward", "right"], g.loc[g["monotonicity"] == "downward", "right"]
+            table = np.array([[up.sum(), len(up) - up.sum()], [down.sum(), len(down) - down.sum()]])
+            strata.append(table)
+            row = gaps.loc[(condition, threshold)]
+            assert row[["acc_up", "acc_down", "gap", "p_fisher"]].tolist() == pytest.approx(
+                [up.mean(), down.mean(), up.mean() - down.mean(), fisher_exact(table).pvalue])
+        mh = StratifiedTable(strata)
+        row = pooled.loc[condition]
+        up, down = c.loc[c["monotonicity"] == "upward", "right"], c.loc[c["monotonicity"] == "downward", "right"]
+        assert row[["acc_up", "acc_down", "gap", "or_mh", "or_mh_ci_low", "or_mh_ci_high", "p_cmh"]].tolist() == \
+            pytest.approx([up.mean(), down.mean(), up.mean() - down.mean(), mh.oddsratio_pooled,
+                           *mh.oddsratio_pooled_confint(), mh.test_null_odds(correction=False).pvalue])
+
+    mcnemar = pd.read_csv(run / "tables" / "mcnemar.csv").set_index("concept")
+    paired = s.pivot(index="pair_id", columns="condition", values="right").join(s.drop_duplicates("pair_id")
+                                                                                 .set_index("pair_id")["concept"])
+    for concept, g in paired.groupby("concept"):
+        cl, ex = g["concept_learning"].astype(bool), g["explicit"].astype(bool)
+        assert mcnemar.loc[concept, ["n_pairs", "only_cl_correct", "only_explicit_correct"]].tolist() == [
+            len(g), int((cl & ~ex).sum()), int((~cl & ex).sum())], concept
+
+    for name, n_rows in (("signal_detection", 8), ("calibration", 8), ("best_rule", 8), ("mirror_test", 4),
+                         ("rules", None), ("difficulty", None)):
+        table = pd.read_csv(run / "tables" / f"{name}.csv")
+        assert set(table["model"]) == {"smollm2-135m-instruct"} and set(table["condition"]) == set(s["condition"]), name
+        assert n_rows is None or len(table) == n_rows, name
+    best = pd.read_csv(run / "tables" / "best_rule.csv").set_index(["condition", "concept"])
+    assert best["accuracy"].to_dict() == pytest.approx({k: g["right"].mean() for k, g in cells})
     for name in ("accuracy_by_threshold", "gap_forest", "difficulty_curves", "rule_agreement"):
-        assert (run / "figures" / f"{name}.png").stat().st_size > 10_000, name
-        assert (run / "figures" / f"{name}.pdf").exists()
-    appendix = pd.read_csv(run / "tables" / "appendix_b.csv")
-    assert set(appendix["row"]) == {"[more than p]", "[less than p]"} and {"1/3", "1/2"} <= set(appendix.columns)
+        assert_figure(run / "figures" / f"{name}.png")
+
+    words = (run / "results.md").read_text()
+    n_thresholds = s["threshold"].nunique()
+    assert f"{s['concept'].nunique()} concepts at {n_thresholds} thresholds" in words and f"{len(s)} prompts" in words
+    for condition, said in (("concept_learning", "concept learning"), ("explicit", "the concept stated")):
+        c = s[s["condition"] == condition]
+        up = c.loc[c["monotonicity"] == "upward", "right"].mean()
+        down = c.loc[c["monotonicity"] == "downward", "right"].mean()
+        line = next(l for l in words.splitlines() if l.startswith(f"- smollm2-135m-instruct, {said}:"))
+        assert (f"accuracy {100 * up:.1f}% upward vs {100 * down:.1f}% downward (gap {100 * (up - down):.1f} points)"
+                in line), condition
+        # the CI run's GLMM is not estimable (see GLMM below), so the Mantel-Haenszel test stands in for it
+        assert "It stands in for the headline test" in line
+        assert ("No evidence at α = .05" in line) == (pooled.loc[condition, "p_cmh"] >= 0.05), condition
+    same = bool((paired["concept_learning"] == paired["explicit"]).all())
+    assert ("answered every prompt pair identically in both conditions" in words) == same
 
 
 # The headline analysis of the CI scores, recorded in data/ci_analysis.json. The scores agree with the recorded ones
@@ -257,7 +324,7 @@ def test_quickstart_generates_scores_and_analyses_the_demo_in_one_kernel(tmp_pat
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
              if o.output_type == "display_data"]
     assert any("text/markdown" in o.data for o in shown) and any("image/png" in o.data for o in shown)
-    assert (run / "figures" / "accuracy_by_threshold.png").is_file()
+    assert_figure(run / "figures" / "accuracy_by_threshold.png")
 
 
 def test_environment_file_installs_this_package():
@@ -351,7 +418,7 @@ def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_
     tests = {r["test"] for r in summary["records"]}
     assert {"precision_agreement", "precision_mcnemar_exact"} <= tests
     assert any("scored at several precisions" in n for n in summary["_notes"])
-    assert (run / "figures" / "precision_margins.png").exists()
+    assert_figure(run / "figures" / "precision_margins.png")
     main = pd.read_csv(run / "tables" / "accuracy.csv")
     assert set(main["model"]) == {"smollm2-135m-instruct"}, "the main analysis uses the float32 file only"
 

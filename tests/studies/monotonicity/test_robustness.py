@@ -18,6 +18,7 @@ from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.common import rules, variants
 from nbutils.studies.monotonicity import analysis, dataset, robustness
 from nbutils.studies.monotonicity.dataset import COLUMNS, generate_prompts
+from notebook_checks import assert_figure
 
 ROOT = Path(__file__).resolve().parents[3]
 OLD_COLUMNS = COLUMNS[:-3]  # the columns a dataset had before the variant axes
@@ -193,8 +194,11 @@ def test_one_wording_gives_no_robustness_rows_records_or_sentence():
 def test_outputs_are_written(analysed, tmp_path):
     analysis.write(analysed, tmp_path)
     t = pd.read_csv(tmp_path / "tables" / "robustness.csv")
-    assert len(t) == len(analysed.tables["robustness"]) and (tmp_path / "figures" / "robustness.png").stat().st_size
-    assert "heterogeneity" in (tmp_path / "summary.json").read_text()
+    assert len(t) == len(analysed.tables["robustness"]) and set(t["axis"]) == set(analysed.tables["robustness"]["axis"])
+    assert_figure(tmp_path / "figures" / "robustness.png")
+    written = json.loads((tmp_path / "summary.json").read_text())["records"]
+    assert [r for r in written if r["test"] == "heterogeneity"] == [
+        r for r in analysed.summary["records"] if r["test"] == "heterogeneity"] != []
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +275,8 @@ def test_a_multiverse_sweep_scores_the_answer_words_and_reports_robustness(tmp_p
     assert (s["pred_yes"] == (s["choice"] == affirmative)).all() and (s["pred_yes"] == (s["margin"] > 0)).all()
     assert (s["correct"] == (s["pred_yes"] == s["label"])).all()
     table = pd.read_csv(run / "tables" / "robustness.csv")
-    assert set(table["axis"]) == set(variants.AXES) and (run / "figures" / "robustness.png").exists()
+    assert set(table["axis"]) == set(variants.AXES)
+    assert_figure(run / "figures" / "robustness.png")
     summary = json.loads((run / "summary.json").read_text())
     assert len([r for r in summary["records"] if r["test"] == "heterogeneity"]) == 2 * len(variants.AXES)
     assert "templates" in (run / "results.md").read_text()

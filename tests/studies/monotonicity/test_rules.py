@@ -12,6 +12,7 @@ from nbutils.studies.common import rules
 from nbutils.studies.common.quantifiers import PHRASE, parse_concept, render_line
 from nbutils.studies.monotonicity import analysis
 from nbutils.studies.monotonicity.dataset import generate_prompts
+from notebook_checks import assert_figure
 
 CONCEPTS = ["more than 1/2", "less than 1/2", "more than 1/3", "less than 1/3", "more than 20", "less than 20"]
 
@@ -175,7 +176,7 @@ def test_analysis_writes_rule_tables_figure_and_summary(prompts, tmp_path):
     assert (table["ci_low"] <= table["agreement"] + 1e-12).all() and (table["agreement"] <= table["ci_high"] + 1e-12).all()
     best = pd.read_csv(tmp_path / "tables" / "best_rule.csv")
     assert len(best) == 2 * 2 * len(CONCEPTS)
-    assert (tmp_path / "figures" / "rule_agreement.png").stat().st_size > 10_000
+    assert_figure(tmp_path / "figures" / "rule_agreement.png")
     assert tmp_path / "figures" / "rule_agreement.pdf" in files
     recs = {(r["model"], r["condition"], r["concept"]): r["best_rule"] for r in a.summary["rules"]}
     assert recs[("mirror-bot", "concept_learning", "less than 1/3")] == "mirror"

@@ -11,6 +11,7 @@ import pytest
 from nbutils.studies.negation import dataset as negation
 from nbutils.studies.negation import stats as nstats
 from nbutils.paths import repo_root
+from notebook_checks import assert_figure, assert_tex_matches_csv
 
 
 def test_expansion_counts_and_completeness():
@@ -127,13 +128,17 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert {"stimulus_id", "n_tokens", "sum_logprob", "ppl"} <= set(scores.columns)
     meta = json.loads((tmp_path / "scores" / "smollm2-135m-instruct.json").read_text())
     assert meta["scorer"] == "sentences" and meta["sentence_scorer"] == "perplexity" and meta["complete"]
-    assert (tmp_path / "tables" / "table1_ppl.csv").exists() and (tmp_path / "figures" / "interaction.png").exists()
+    for name in ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl"):
+        table = assert_tex_matches_csv(tmp_path / "tables" / name, float_format="%.3g")  # as the study writes them
+        assert len(table) > 0 and set(table["model"]) == {"smollm2-135m-instruct"}, name
+    assert_figure(tmp_path / "figures" / "interaction.png")
     tl = pd.read_csv(tmp_path / "tables" / "token_length.csv")
     assert 0 <= tl["share_equal"].iloc[0] <= 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert {r["test"] for r in summary["records"]} <= {"lmm_negation_satterthwaite", "lmm_negation_mixedlm_z"}
-    assert (tmp_path / "tables" / "main_effects_log_ppl.tex").exists() and (tmp_path / "tables" / "lmm_fits.csv").exists()
+    fits = pd.read_csv(tmp_path / "tables" / "lmm_fits.csv")
+    assert set(fits["model"]) == {"smollm2-135m-instruct"} and {"ppl", "log_ppl", "log_ppl+tokens"} <= set(fits["spec"])
     assert sorted(p.name for p in (tmp_path / "notebooks").glob("*.ipynb")) == [
         "negation_01_stimuli.ipynb", "negation_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     # the same sentences give the recorded log-probabilities (data/negation_ci_scores.csv)

@@ -1,6 +1,7 @@
-"""Scores of persona prompts through the engine equal the naive reference (prompt + letter scored as one sequence),
-with the persona in the system turn, prefixed to the user turn when the template refuses a system message, and
-prefixed to the prompt for base models; `correct` is the highest-log-prob letter against the gold letter."""
+"""Scores of persona prompts through the engine equal the independent naive reference (tests/reference_scoring.py:
+prompt + letter scored as one sequence, tokenized through the tokenizer's own chat template), with the persona in the
+system turn, prefixed to the user turn when the template refuses a system message, and prefixed to the prompt for base
+models; `correct` is the highest-log-prob letter against the gold letter."""
 from __future__ import annotations
 
 import json
@@ -9,20 +10,16 @@ import numpy as np
 import pytest
 
 from nbutils import studies
-from nbutils.engine.choices import build_requests, naive_answer_logprobs, render_chat
+from nbutils.engine.choices import build_requests, render_chat
 from nbutils.engine.models import load_model
 from nbutils.engine.run import score_run
 from nbutils.runstore import read_dataset
 from nbutils.studies.personas import dataset
+from reference_scoring import reference_logprobs
 
 REFUSING = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
             "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def lm(tiny_model_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +32,8 @@ def small_run(tmp_path_factory):
 
 def _reference(lm, data, chat_template):
     systems = [s if isinstance(s, str) else None for s in data["system"]]
-    return naive_answer_logprobs(lm.model, lm.tokenizer, data["text"].tolist(), chat_template,
-                                 [tuple(s) for s in data["scored"]], systems)
+    return reference_logprobs(lm.model, lm.tokenizer, data["text"].tolist(), chat_template,
+                              [tuple(s) for s in data["scored"]], systems)
 
 
 @pytest.mark.parametrize("chat_template", ["always", "never"])
