@@ -259,3 +259,6 @@ def base_venv(tmp_path_factory, package_source):
     wheel = next((tmp / "wheel").glob("*.whl"))
     run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel], env=env)
     return python, env
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")  # tests run only on a GPU
