@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import paths
-from ..runstore import check_int
+from ..run_dataset import check_int
 from .batching import batch_policy
 from .choices import CHAT_TEMPLATE_MODES
 from .loading.embedded import DEFAULT_MODEL, EMBEDDED

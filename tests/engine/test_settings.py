@@ -154,3 +154,71 @@ def test_sentence_scores_do_not_depend_on_the_batch_size(tmp_path, float32_lm):
     assert np.abs(out[1]["sum_logprob"].to_numpy() - out[5]["sum_logprob"].to_numpy()).max() < 1e-5
     for a, b in zip(out[1]["token_logprobs"], out[5]["token_logprobs"]):
         assert len(a) == len(b) and np.abs(np.asarray(a) - np.asarray(b)).max() < 1e-5
+
+
+# ---------------------------------------------------------------- the engine's own layers
+
+ENGINE = paths.repo_root() / "nbutils" / "engine"
+# each engine module's layer: an import may point to its own layer or below, never up
+LAYERS = {"batching": 0, "choices": 0, "sentences": 0, "calibration": 0,  # the maths: tokens, batches, log-probs
+          "loading": 1,  # loading models (embedded, quantization, host, load): carries decisions out
+          "settings": 2,  # the one place settings are decided
+          "choice_scorer": 3, "scorer": 3,  # the scorers' policy, reading the settings
+          "run": 4, "models": 4}  # the run loop; load_model (resolve, then load)
+
+
+def _engine_imports(root=ENGINE) -> dict[str, set[str]]:
+    """Each engine module (``loading`` as one) → the engine modules it imports, at any depth in the file."""
+    out: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).with_suffix("").parts
+        if rel == ("__init__",):
+            continue
+        me = rel[0]
+        package = ["nbutils", "engine", *rel[:-1]]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found |= {n.split(".")[2] for n in names if n.startswith("nbutils.engine.") and n.split(".")[2] in LAYERS}
+        out.setdefault(me, set()).update(found - {me})
+    return out
+
+
+def _check_layers(graph: dict[str, set[str]]) -> None:
+    assert set(graph) == set(LAYERS), "every engine module has a layer"
+    up = [(a, b) for a, deps in graph.items() for b in deps if LAYERS[b] > LAYERS[a]]
+    assert not up, f"imports that point up: {up}"
+
+    def reaches(start, goal, seen=()):
+        return any(d == goal or (d not in seen and reaches(d, goal, (*seen, d))) for d in graph[start])
+
+    circles = sorted(a for a in graph if reaches(a, a))
+    assert not circles, f"import circles through {circles}"
+
+
+def test_no_import_inside_the_engine_points_up_and_no_circle():
+    _check_layers(_engine_imports())
+
+
+def test_the_import_check_sees_a_planted_circle(tmp_path):
+    planted = tmp_path / "engine"
+    for path in ENGINE.rglob("*.py"):
+        target = planted / path.relative_to(ENGINE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    with (planted / "choices.py").open("a") as f:
+        f.write("\nfrom .choice_scorer import ChoiceScorer  # noqa\n")  # the circle the policy module's move removed
+    with pytest.raises(AssertionError, match="point up"):
+        _check_layers(_engine_imports(planted))
+    graph = _engine_imports()
+    graph["calibration"] = graph["calibration"] | {"sentences"}
+    graph["sentences"] = graph["sentences"] | {"calibration"}  # a circle within one layer
+    with pytest.raises(AssertionError, match="circles"):
+        _check_layers(graph)

@@ -57,6 +57,10 @@ class ModelSource:
         return self._opened[1]
 
     def n_params(self) -> int:
+        return self._n_params
+
+    @cached_property
+    def _n_params(self) -> int:
         return count_parameters(self.config)
 
 
