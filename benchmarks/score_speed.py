@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,11 +28,13 @@ import torch
 
 from nbutils import artifacts
 from nbutils.engine.batching import plan_batches
-from nbutils.engine.choices import (FLOAT32_TAIL, answer_logprobs, build_requests, naive_answer_logprobs, render_chat,
-                                    score_batches)
+from nbutils.engine.choices import FLOAT32_TAIL, answer_logprobs, build_requests, render_chat, score_batches
 from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, calibrate
 from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
 from nbutils.studies.monotonicity.dataset import generate_prompts
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from reference_scoring import reference_logprobs  # noqa: E402
 
 
 class PeakRSS:
@@ -209,7 +212,9 @@ def main() -> None:
         methods["engine_float32"] = (lambda chunk, idx: answer_logprobs(lm.model, build_requests(lm.tokenizer, chunk)),
                                      "float32", {})
     if "naive" in wanted:
-        methods["naive_two_pass"] = (lambda chunk, idx: naive_answer_logprobs(lm.model, lm.tokenizer, chunk), "float32", {})
+        # the tests' independent reference: the tokenizer's own chat template, one unpadded pass per prompt and answer
+        methods["naive_two_pass"] = (lambda chunk, idx: np.vstack(reference_logprobs(lm.model, lm.tokenizer, chunk)),
+                                     "float32", {})
     if "lm_eval" in wanted:
         try:
             import lm_eval  # noqa: F401

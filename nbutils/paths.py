@@ -131,6 +131,25 @@ def scores_dir(run_dir) -> Path:
     return resolve(run_dir) / "scores"
 
 
+def precision_tag(quantization="auto", dtype="auto") -> str | None:
+    """The precision part of a score file's name, from the parameters as the user set them: ``8bit``/``4bit`` when
+    asked for, else ``bfloat16``/``float16`` when asked for; None (no tag) for ``auto`` and ``float32``, the file a
+    study's analysis reads first."""
+    if quantization in ("8bit", "4bit"):
+        return quantization
+    if dtype in ("bfloat16", "float16"):
+        return str(dtype)
+    return None
+
+
+def score_slug(model: str, quantization="auto", dtype="auto") -> str:
+    """The name a model's score files start with (the one place it is derived, for the score notebook, the sweep and
+    the cluster): its slug, plus the precision when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is
+    not tagged: see ``precision_tag``), so one run can hold the same model at several precisions."""
+    tag = precision_tag(quantization, dtype)
+    return model_slug(model) + (f".{tag}" if tag else "")
+
+
 def score_stem(slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> str:
     """File stem of one scoring run: full runs are ``{slug}``; limited runs and shards are marked in the name. The slug
     must be a plain name (``check_plain_name``)."""

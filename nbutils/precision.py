@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .paths import precision_tag as file_tag  # noqa: F401  (the precision part of a score file's name)
 from .stats import claim, record, wilson
 
 ORDER = ("float32", "bfloat16", "float16", "8bit", "4bit")  # most exact first
@@ -29,17 +30,6 @@ def precision_label(meta: dict) -> str:
     """What a score file was computed in: ``8bit``/``4bit`` for bitsandbytes weights, else the dtype."""
     q = meta.get("quantization")
     return q if q in ("8bit", "4bit") else str(meta.get("dtype") or "float32")
-
-
-def file_tag(quantization="auto", dtype="auto") -> str | None:
-    """The precision part of a score file's name, from the parameters as the user set them: ``8bit``/``4bit`` when
-    asked for, else ``bfloat16``/``float16`` when asked for; None (no tag) for ``auto`` and ``float32``, the file a
-    study's analysis reads first."""
-    if quantization in ("8bit", "4bit"):
-        return quantization
-    if dtype in ("bfloat16", "float16"):
-        return str(dtype)
-    return None
 
 
 def rank(label: str) -> int:

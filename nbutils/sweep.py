@@ -176,7 +176,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     print("[sweep] the cluster: block is not used: executor is local (--executor slurm or "
                           "submitit-local submits jobs)", flush=True)
                 for p in model_params:
-                    slug = runstore.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+                    slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
                     if not p.get("overwrite") and runstore.is_done(run, spec, p):
                         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
                         report.skipped.append(slug)

@@ -297,3 +297,5 @@ def base_venv(tmp_path_factory, package_source):
     wheel = next((tmp / "wheel").glob("*.whl"))
     run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel], env=env)
     return python, env
+
+

@@ -6,19 +6,41 @@ from typing import Callable, Sequence
 import torch
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int | str = "auto", device: str = "cpu",
-                 token_budget: int | None = None) -> list[list[int]]:
-    """Longest first, grouped under a token budget (``auto``) or a fixed number of rows; deterministic.
+# batch_size: auto, per scorer and device (decided by ``batch_policy`` alone)
+AUTO_CHOICE_ROWS_GPU = 64  # answer choices on a GPU: at most this many prompts per batch, under the token budget
+DEFAULT_TOKEN_BUDGET = 16384  # answer choices on a GPU when no budget was probed
+AUTO_SENTENCE_ROWS = 32  # sentences (or a masked LM's masked copies) per forward pass
 
-    ``auto`` on CUDA packs up to ``token_budget`` tokens (default 16,384) and 64 rows per batch; on CPU one row
-    per batch, which is fastest there because padding costs more than batching saves.
-    """
-    if batch_size == "auto":
-        budget, max_rows = ((token_budget or 16384), 64) if str(device).startswith("cuda") else (None, 1)
-    elif isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1:
-        budget, max_rows = None, batch_size
-    else:
-        raise ValueError(f"batch_size: must be 'auto' or a positive integer, got {batch_size!r}")
+
+def batch_policy(batch_size, scorer: str = "choices", device: str = "cpu",
+                 token_budget: int | None = None) -> tuple[int, int | None]:
+    """What ``batch_size`` means: (rows per forward pass, token budget per batch or None).
+
+    An integer is rows per pass (prompts for answer choices; sentences, or a masked LM's masked copies, for
+    sentences). ``auto``: answer choices on a GPU pack up to ``token_budget`` tokens (``DEFAULT_TOKEN_BUDGET`` when
+    none was probed) and ``AUTO_CHOICE_ROWS_GPU`` prompts per batch, on a CPU one prompt per pass (padding costs more
+    there than batching saves); sentences ``AUTO_SENTENCE_ROWS`` per pass."""
+    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
+    if batch_size != "auto":
+        return batch_size, None
+    if scorer == "sentences":
+        return AUTO_SENTENCE_ROWS, None
+    if str(device).startswith("cuda"):
+        return AUTO_CHOICE_ROWS_GPU, token_budget or DEFAULT_TOKEN_BUDGET
+    return 1, None
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int | str = "auto", device: str = "cpu",
+                 token_budget: int | None = None, scorer: str = "choices") -> list[list[int]]:
+    """Longest first, grouped under a token budget or a fixed number of rows as ``batch_policy`` reads
+    ``batch_size`` for ``scorer`` on ``device``; deterministic."""
+    return pack_batches(lengths, *batch_policy(batch_size, scorer, device, token_budget))
+
+
+def pack_batches(lengths: Sequence[int], max_rows: int, budget: int | None = None) -> list[list[int]]:
+    """Longest first, at most ``max_rows`` rows per batch and, with a ``budget``, at most that many tokens (rows × the
+    batch's longest input); deterministic."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     cur: list[int] = []

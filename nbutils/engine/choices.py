@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..spec import (LETTERS, YES_NO, ChoiceItems, DatasetSpec, decisions,  # noqa: F401 - LETTERS for callers
+from ..spec import (LETTERS, YES_NO, ChoiceItems, decisions,  # noqa: F401 - LETTERS for callers
                     normalize_answer, options_per_row)
 from .batching import left_pad, model_device, plan_batches, with_oom_halving
 
@@ -317,27 +317,6 @@ def answer_logprobs(model, req: Requests, batch_size: int | str = "auto", progre
     return out
 
 
-def naive_answer_logprobs(model, tokenizer, texts: Sequence[str], chat_template: str = "auto",
-                          answers: Sequence[str] | Sequence[Sequence[str]] = YES_NO,
-                          systems: Sequence[str | None] | None = None) -> list[np.ndarray] | np.ndarray:
-    """Reference method of the papers: score prompt+answer as a whole sequence, sum the answer's tokens (slow, exact)."""
-    req = build_requests(tokenizer, texts, chat_template, answers, systems)
-    out = []
-    dev = model_device(model)
-    with torch.inference_mode():
-        for p, opts in zip(req.prompt_ids, req.option_ids):
-            row = []
-            for a in opts:
-                ids = torch.tensor([p + a], device=dev)
-                logp = model(input_ids=ids, use_cache=False).logits[0].float().log_softmax(-1)
-                targets = torch.tensor(p + a, device=dev)[len(p):]
-                row.append(logp[len(p) - 1:-1].gather(-1, targets[:, None]).sum().item())
-            out.append(np.array(row))
-    if len({len(r) for r in out}) == 1:
-        return np.vstack(out)
-    return out
-
-
 # ---------------------------------------------------------------- turning log-probs into a score table
 
 def option_names(options: Sequence[str]) -> list[str]:
@@ -399,7 +378,7 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     return pd.DataFrame(frame)
 
 
-# ---------------------------------------------------------------- the scorer the run loop drives
+# ---------------------------------------------------------------- a run's identity: its options
 
 def options_digest(per: Sequence[tuple[str, ...]]) -> str:
     """sha256 of every row's option texts, in order (part of a run's identity)."""
@@ -409,72 +388,3 @@ def options_digest(per: Sequence[tuple[str, ...]]) -> str:
     for opts in per:
         h.update(("\x1f".join(opts) + "\x1e").encode())
     return h.hexdigest()
-
-
-class ChoiceScorer:
-    """Answer choices as a ``scorer.Scorer``: built with the prompts' tokens, the batch size, the float32 tail and
-    the re-scoring margin the loaded model allows (``lm.meta["rescore_margin"]``: a number, or ``"auto"``, which
-    ``calibrate`` turns into one measured on this run's own prompts)."""
-
-    kind = "choices"
-
-    def __init__(self, lm, data, spec: DatasetSpec, *, chat_template: str = "auto", batch_size="auto",
-                 calibration_size: int = 8):
-        self.model, self.reference, self.spec = lm.model, lm.reference, spec
-        self.ids = data[spec.id_column].tolist()
-        items = spec.choice_items(data)
-        if not isinstance(items, ChoiceItems):
-            raise TypeError("choice_items: must return a ChoiceItems")
-        self.items, self.per = items, options_per_row(items.options, len(data))
-        self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), chat_template, self.per, items.systems)
-        self.batch_size, self.device = batch_size, str(model_device(lm.model))
-        self.tail = FLOAT32_TAIL if self.reference is not None else 0
-        self.margin = lm.meta.get("rescore_margin", 0.0) if self.reference is not None else 0.0
-        self.calibration_size = calibration_size
-        self.meta = {"pll_variant": None, "used_chat_template": self.req.used_chat_template,
-                     "options_sha256": options_digest(self.per), "system_in_user_turn": self.req.system_in_user_turn,
-                     "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail}
-        if len(set(self.per)) == 1:
-            self.meta.update(answer_strings=list(self.req.option_strings[0]), answer_token_ids=self.req.option_ids[0])
-
-    def input_lengths(self) -> list[int]:
-        """Prompt plus its longest option, in tokens (what must fit the window)."""
-        return [len(p) + max(len(a) for a in opts) for p, opts in zip(self.req.prompt_ids, self.req.option_ids)]
-
-    def plan(self, token_budget: int | None = None) -> list[list[int]]:
-        return plan_batches([len(p) for p in self.req.prompt_ids], self.batch_size, self.device, token_budget)
-
-    def calibrate(self, batches: list[list[int]], prior: dict, record) -> dict:
-        """``rescore_margin: auto``: the margin from a sample of this run's prompts scored both ways (their float32
-        scores become their results), or the margin a resumed run's checkpoint measured with the same tail."""
-        if self.margin != "auto":
-            return {}
-        if prior.get("rescore_margin_used") is not None and prior.get("float32_tail_tokens", 0) == self.tail:
-            self.margin = prior["rescore_margin_used"]
-            return {k: v for k, v in prior.items()
-                    if k.startswith("calibration_") or k in ("rescore_margin_used", "float32_tail_tokens")}
-        from .calibration import calibrate
-
-        cal, results = calibrate(self.model, self.reference, self.req, batches, self.calibration_size, tail=self.tail)
-        self.margin = cal.margin
-        m = cal.as_meta()
-        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
-              f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
-        if cal.non_finite:
-            print(f"rescore_margin: {cal.non_finite} of the {cal.size} prompts gave NaN or inf log-probabilities on the "
-                  "fast path (its activations overflow); every such prompt is re-scored in float32")
-        for res in results:
-            record(res.records())
-        return m
-
-    def run(self, batches: list[list[int]], record, progress=True) -> None:
-        if self.margin == "auto":
-            raise ValueError("rescore_margin: 'auto' is measured by calibrate(), which the run loop calls first")
-        score_batches(self.model, self.req, batches, self.reference, self.margin,
-                      on_result=lambda res: record(res.records()), progress=progress, tail=self.tail)
-
-    def frame(self, rows: list[int], records: dict):
-        gold = None if self.items.gold is None else [self.items.gold[i] for i in rows]
-        return choice_frame([self.ids[i] for i in rows], ChoiceItems([self.per[i] for i in rows], gold),
-                            self.req.subset(rows), [np.asarray(records[i]["logps"]) for i in rows],
-                            [records[i]["rescored"] for i in rows], self.spec.id_column)

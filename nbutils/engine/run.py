@@ -3,7 +3,8 @@
 ``score_run`` scores ``{run}/<dataset file>`` with one loaded model into ``{run}/scores/{slug}….parquet`` + ``.json``
 (the files are named and kept by ``runstore``). The batch plan is fixed before scoring, so a run killed at any point
 (even ``kill -9``) and started again resumes from its checkpoint and writes exactly the file an uninterrupted run
-writes. The scorer (``scorer.make_scorer``) does the model work; this loop only moves its records to disk.
+writes. Every parameter comes from the run's resolved ``settings.ScoreSettings``; the scorer (``scorer.make_scorer``)
+does the model work; this loop only moves its records to disk.
 """
 from __future__ import annotations
 
@@ -14,76 +15,50 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, runlock, runstore
-from ..runstore import check_int
 from ..spec import DatasetSpec
 from .scorer import Scorer, make_scorer
+from .settings import ScoreSettings, non_finite_message
 
 
 def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoint_every: int = 16,
                  shard_index: int = 0, num_shards: int = 1, pll_variant: str = "original", spec: DatasetSpec | None = None,
                  masked: bool = False, rescore_margin: float | str = 0.0, chat_template: str = "auto",
-                 calibration_size: int = 8) -> None:
-    """Every user-settable run parameter, validated without a model (so a typo costs seconds, not a model load)."""
-    from .choices import CHAT_TEMPLATE_MODES
-    from .models import check_rescore_margin
-    from .sentences import PLL_VARIANTS
-
-    if chat_template not in CHAT_TEMPLATE_MODES:
-        raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {chat_template!r}")
-    if not isinstance(masked, bool):
-        raise ValueError(f"masked: must be True or False, got {masked!r}")
-    check_rescore_margin(rescore_margin)
-    check_int("calibration_size", calibration_size, 1)
-    if spec is not None and spec.scorer == "choices" and masked:
-        raise ValueError("masked: answer choices need a causal LM; masked LMs score sentences only (negation)")
-    if spec is not None and spec.scorer == "sentences" and rescore_margin and rescore_margin != "auto":
-        raise ValueError("rescore_margin: applies to answer choices only; this dataset is scored as sentences")
-    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
-    if limit is not None:
-        check_int("limit", limit, 1)
-    check_int("limit_seed", limit_seed, 0)
-    check_int("checkpoint_every", checkpoint_every, 1)
-    check_int("num_shards", num_shards, 1)
-    check_int("shard_index", shard_index, 0)
-    if shard_index >= num_shards:
-        raise ValueError(f"shard_index: must be < num_shards ({num_shards}), got {shard_index}")
-    if pll_variant not in PLL_VARIANTS:
-        raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {pll_variant!r}")
+                 calibration_size: int = 8) -> ScoreSettings:
+    """The run parameters validated without a model (``ScoreSettings`` checks them once, when built)."""
+    return ScoreSettings.from_params(spec, batch_size=batch_size, limit=limit, limit_seed=limit_seed,
+                                     checkpoint_every=checkpoint_every, shard_index=shard_index,
+                                     num_shards=num_shards, pll_variant=pll_variant, masked=masked,
+                                     rescore_margin=rescore_margin, chat_template=chat_template,
+                                     calibration_size=calibration_size)
 
 
-def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", batch_size: int | str = "auto",
-              limit: int | None = None, limit_seed: int = 0, checkpoint_every: int = 16, shard_index: int = 0,
-              num_shards: int = 1, pll_variant: str = "original", overwrite: bool = False, progress=True,
-              stop_after: int | None = None, calibration_size: int = 8) -> tuple[pd.DataFrame, dict]:
+def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
+              progress=True, stop_after: int | None = None, **run_params) -> tuple[pd.DataFrame, dict]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
-    Checkpoints every ``checkpoint_every`` batches; a rerun resumes from the checkpoint, returns a finished run with
-    the same identity as it is, and refuses to mix results of a different model, precision, dataset or scorer.
-    ``progress``: True for a bar, False for none, or a callable(n_rows) per batch. ``stop_after`` (batches)
-    exists to test interruption. ``calibration_size``: prompts scored in bf16 and float32 to set
-    ``rescore_margin: auto`` (see ``calibration``).
+    ``settings``: the resolved ``ScoreSettings`` (``lm.settings``, the ones the model was loaded with, by default);
+    ``run_params`` (``limit``, ``batch_size``, ``chat_template``, shards, …) replace its run parameters. Checkpoints
+    every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
+    a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
+    different model, precision, dataset or scorer. ``progress``: True for a bar, False for none, or a callable(n_rows)
+    per batch. ``stop_after`` (batches) exists to test interruption.
     """
-    check_params(batch_size=batch_size, limit=limit, limit_seed=limit_seed, checkpoint_every=checkpoint_every,
-                 shard_index=shard_index, num_shards=num_shards, pll_variant=pll_variant,
-                 calibration_size=calibration_size)
+    settings = (settings or getattr(lm, "settings", None) or ScoreSettings()).with_run(**run_params)  # validated
     with runlock.hold(run_dir, "scoring it"):
+        settings.need_resolved()  # a model loaded by models.load_model carries its resolved settings
         full, dpath = runstore.read_dataset(run_dir, spec)
-        data = runstore.select_limit(full, spec, limit, limit_seed).reset_index(drop=True)
-        scorer = make_scorer(lm, data, spec, chat_template=chat_template, batch_size=batch_size,
-                             pll_variant=pll_variant, calibration_size=calibration_size)
+        data = runstore.select_limit(full, spec, settings.limit, settings.limit_seed).reset_index(drop=True)
+        scorer = make_scorer(lm, data, spec, settings)
         meta = dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
                     id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
                     limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
-                    limit=limit, limit_seed=limit_seed, batch_size=batch_size, num_shards=num_shards,
-                    shard_index=shard_index, **scorer.meta)
+                    limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
+                    num_shards=settings.num_shards, shard_index=settings.shard_index, **scorer.meta)
         expected = runstore.identity(meta)
-        slug = runstore.score_slug(lm.meta["model"], lm.meta.get("quantization_requested"),
-                                   lm.meta.get("dtype_requested"))
-        files = runstore.ScoreFiles(run_dir, slug, limit, shard_index, num_shards)
+        files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)
         if finished is not None:
-            _say_limited(limit, files)
+            _say_limited(settings.limit, files)
             return finished
         ids = data[spec.id_column].tolist()
         check_context(lm, scorer, ids)
@@ -91,10 +66,14 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
         meta["resumed_rows"] = len(done)  # rows taken from the checkpoint of an earlier, interrupted run of this one
         if done:
             print(f"resuming from the checkpoint: {len(done)} rows already scored ({files.partial.name})", flush=True)
-        meta["token_budget"] = prior.get("token_budget") or lm.meta.get("token_budget")  # a resumed run keeps its plan
-        batches = scorer.plan(meta["token_budget"])[shard_index::num_shards]
+        settings = settings.keep_plan_of(prior)  # a resumed run batches as the interrupted one did
+        plan = settings.batch_plan(spec.scorer)
+        meta.update(batch_size=settings.batch_size, batch_rows=plan[0], token_budget=settings.resolved.token_budget,
+                    settings=settings.as_dict())
+        batches = scorer.plan(plan)[settings.shard_index::settings.num_shards]
         n_planned = sum(len(b) for b in batches)
-        saver = _Checkpoints(files, ids, meta, done, n_planned, checkpoint_every, prior.get("elapsed_seconds", 0.0))
+        saver = _Checkpoints(files, ids, meta, done, n_planned, settings.checkpoint_every,
+                             prior.get("elapsed_seconds", 0.0))
         if hasattr(scorer, "calibrate"):  # a one-off step before the main loop (the fast path's re-scoring margin)
             calibration = scorer.calibrate(batches, prior, saver.record)
             if calibration:
@@ -114,7 +93,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, *, chat_template: str = "auto", ba
         meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
                     versions=artifacts.versions())
         written = files.write(df, meta)
-        _say_limited(limit, files)
+        _say_limited(settings.limit, files)
         return written
 
 
@@ -155,8 +134,6 @@ class _Checkpoints:
     def record(self, records: dict) -> None:
         bad = non_finite_rows(records)
         if bad:  # refused before it reaches a checkpoint or a score file
-            from .models import non_finite_message
-
             raise ValueError(non_finite_message(self.meta.get("dtype"), self.meta.get("quantization", "none"),
                                                 len(bad), len(records), self.ids[bad[0]]))
         self.done.update(records)

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..spec import DatasetSpec
-from .batching import model_device, plan_batches, right_pad, with_oom_halving
+from .batching import model_device, pack_batches, right_pad, with_oom_halving
 
 
 def _bos_id(tokenizer) -> int:
@@ -49,7 +49,7 @@ def sentence_logprobs(model, tokenizer, sentences: Sequence[str], batch_size: in
     """Causal LM: per-token log-probabilities of each sentence, the first token conditioned on BOS; sum, mean, perplexity."""
     seqs = causal_sequences(tokenizer, sentences)
     out: list[np.ndarray] = [np.zeros(0)] * len(seqs)
-    for batch in plan_batches([len(s) for s in seqs], batch_size):
+    for batch in pack_batches([len(s) for s in seqs], batch_size):
         for i, lp in zip(batch, causal_token_logprobs(model, [seqs[i] for i in batch])):
             out[i] = lp
     return sentence_frame(sentences, out)
@@ -146,17 +146,18 @@ def pseudo_logprobs(model, tokenizer, sentences: Sequence[str], variant: str = "
 
 class SentenceScorer:
     """Sentences as a ``scorer.Scorer``: causal LMs give each token's log-probability (the first conditioned on BOS),
-    masked LMs (``lm.meta["masked"]``) pseudo-log-likelihood with the ``pll_variant`` masking. ``batch_size``: sentences
-    per pass (causal), masked copies per pass (masked); ``auto`` is 32."""
+    masked LMs (``lm.meta["masked"]``) pseudo-log-likelihood with the settings' ``pll_variant`` masking. The batch
+    plan's rows are sentences per pass (causal) or masked copies per pass (masked); see ``batching.batch_policy``."""
 
     kind = "sentences"
 
-    def __init__(self, lm, data, spec: DatasetSpec, *, batch_size="auto", pll_variant: str = "original"):
-        self.model, self.tokenizer, self.spec = lm.model, lm.tokenizer, spec
+    def __init__(self, lm, data, spec: DatasetSpec, settings):
+        self.model, self.tokenizer, self.spec, self.settings = lm.model, lm.tokenizer, spec, settings
         self.ids = data[spec.id_column].tolist()
         self.masked = bool(lm.meta.get("masked"))
-        self.size = 32 if batch_size == "auto" else batch_size
+        self.size = settings.batch_plan(self.kind)[0]
         texts = data[spec.text_column].tolist()
+        pll_variant = settings.pll_variant
         if self.masked:
             self.copies = pll_rows(lm.tokenizer, texts, pll_variant)
             self.lengths = [len(c) for c in self.copies]
@@ -172,9 +173,11 @@ class SentenceScorer:
             return [len(c[0][0]) if c else 0 for c in self.copies]
         return list(self.lengths)
 
-    def plan(self, token_budget: int | None = None) -> list[list[int]]:
+    def plan(self, batch: tuple[int, int | None] | None = None) -> list[list[int]]:
+        """The batches of ``batch`` (rows per pass; a token budget does not apply), by default the settings' plan."""
+        self.size = (batch or self.settings.batch_plan(self.kind))[0]
         if not self.masked:
-            return plan_batches(self.lengths, self.size)
+            return pack_batches(self.lengths, self.size)
         batches, cur, used = [], [], 0  # masked: sentences whose copies fill at most `size` rows per pass
         for i in sorted(range(len(self.lengths)), key=lambda i: (-self.lengths[i], i)):
             if cur and used + self.lengths[i] > self.size:

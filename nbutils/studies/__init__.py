@@ -38,7 +38,7 @@ class Study:
     limit_by: tuple[str, ...] = ()
     limit_unit: str | None = None
     limit_strata: str | None = None
-    score_defaults: dict = field(default_factory=dict)
+    score_defaults: dict = field(default_factory=dict)  # score parameters a study sets for every model (a model file overrides them)
 
     @property
     def spec(self) -> DatasetSpec:
@@ -64,7 +64,7 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
           notebooks={"generate": "notebooks/negation/01_stimuli.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/negation/03_analyze.ipynb"},
           dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
-          limit_unit="item_id", score_defaults={"batch_size": 32}),
+          limit_unit="item_id"),
     Study(name="custom",
           description="a user's own prompt file (CSV, TSV, JSONL, Parquet) with Yes/No or multiple-choice answers, by group",
           notebooks={"generate": "notebooks/custom/01_load.ipynb", "score": SCORE_NOTEBOOK,

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from nbutils.engine import models
+from nbutils.engine.loading import host as host_module
 
 
 def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
@@ -44,7 +45,7 @@ def test_weight_memory_estimate_and_refusal(tiny_llama):
 
 
 def test_local_folder_loads_with_metadata(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(models, "cpu_supports_bf16", lambda: False)  # the defaults on a CPU without native bf16
+    monkeypatch.setattr(host_module, "cpu_supports_bf16", lambda: False)  # the defaults on a CPU without native bf16
     lm = models.load_model(str(tiny_model_dir), device="cpu")
     assert lm.meta["dtype"] == "float32" and lm.meta["device"] == "cpu" and lm.meta["quantization"] == "none"
     assert lm.meta["chat_template_available"] and lm.reference is None

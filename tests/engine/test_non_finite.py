@@ -48,7 +48,7 @@ def test_float16_overflow_is_refused_naming_dtype_and_nothing_is_written(tmp_pat
                                          r"log-probabilities that are NaN or inf: .*overflow float16's range.*"
                                          r"Use dtype: bfloat16"):
         scoring.score_run(run, lm, SPEC, limit=8, checkpoint_every=1, progress=False)
-    slug = runstore.score_slug(lm.meta["model"], "auto", "float16")
+    slug = paths.score_slug(lm.meta["model"], "auto", "float16")
     assert not list(paths.scores_dir(run).rglob(f"{slug}*")), "no score file, no checkpoint"
 
 

@@ -1,13 +1,16 @@
 """dtype/quantization ``auto``, calibrated re-scoring, and the GPU token budget (CUDA mocked or skipped)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from nbutils import artifacts, paths, studies
-from nbutils.engine import batching, calibration, models, run as scoring
+from nbutils.engine import batching, calibration, models, run as scoring, settings as score_settings
 from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
+from nbutils.engine.loading import host as host_module
 
 GIB = 2**30
 
@@ -25,26 +28,27 @@ def test_native_bf16_is_read_from_the_cpu_flags(cpuinfo, native):
 
 
 def test_auto_on_a_native_bf16_cpu_is_the_fast_path_and_says_why(tiny_model_dir, monkeypatch, capsys):
-    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: True)
+    monkeypatch.setattr(host_module, "cpu_supports_bf16", lambda cpuinfo=None: True)
     lm = models.load_model(str(tiny_model_dir), device="cpu")
     assert lm.meta["dtype"] == "bfloat16" and lm.meta["dtype_requested"] == "auto"
     assert "native bf16" in lm.meta["dtype_reason"] and lm.meta["rescore_margin"] == "auto"
     assert next(lm.model.parameters()).dtype == torch.bfloat16
     assert next(lm.reference.parameters()).dtype == torch.float32
     assert lm.meta["quantization"] == "none" and "CPU" in lm.meta["quantization_reason"]
-    assert "dtype: bfloat16 (auto: native bf16 CPU" in capsys.readouterr().out
+    assert "bfloat16 (auto: native bf16 CPU" in lm.settings.describe()  # the table the score notebook shows
+    assert "dtype:" not in capsys.readouterr().out, "a choice, not a warning: said once, in the settings table"
 
 
 def test_auto_without_native_bf16_is_float32_and_says_why(tiny_model_dir, monkeypatch, capsys):
-    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: False)
+    monkeypatch.setattr(host_module, "cpu_supports_bf16", lambda cpuinfo=None: False)
     lm = models.load_model(str(tiny_model_dir), device="cpu")
     assert lm.meta["dtype"] == "float32" and lm.reference is None and lm.meta["rescore_margin"] == 0.0
     assert "no native bfloat16" in lm.meta["dtype_reason"]
-    assert "dtype: float32 (auto: this CPU has no native bfloat16" in capsys.readouterr().out
+    assert "float32 (auto: this CPU has no native bfloat16" in lm.settings.describe()
 
 
 def test_auto_with_rescoring_switched_off_stays_float32(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(models, "cpu_supports_bf16", lambda cpuinfo=None: True)
+    monkeypatch.setattr(host_module, "cpu_supports_bf16", lambda cpuinfo=None: True)
     lm = models.load_model(str(tiny_model_dir), device="cpu", rescore_margin=0)
     assert lm.meta["dtype"] == "float32" and "rescore_margin=0" in lm.meta["dtype_reason"]
 
@@ -200,16 +204,27 @@ def test_quantization_auto_refuses_what_fits_nowhere():
         models.choose_quantization(200_000_000_000, 80 * GIB)
 
 
-def test_quantization_auto_on_a_mocked_gpu_prints_the_estimate_and_warns_for_8bit(monkeypatch, capsys):
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (80 * GIB, 80 * GIB))
-    assert models._auto_quantization("auto", "cuda", "bfloat16", lambda: 32_000_000_000)[0] == "none"
-    assert "quantization auto: none (bfloat16)" in capsys.readouterr().out
+def _gpu_host(free_gib: float = 80) -> host_module.Host:
+    return host_module.Host(cuda=True, cuda_bf16=True, cpu_native_bf16=False, cores=2,
+                            free_gpu_bytes=lambda: int(free_gib * GIB))
+
+
+def test_quantization_auto_on_a_mocked_gpu_says_the_estimate_and_warns_for_8bit(capsys):
+    hub = score_settings.ScoreSettings(model="org/big-model")
+    s = hub.resolve(_gpu_host(), n_params=lambda: 32_000_000_000)
+    assert s.resolved.quantization == "none" and s.resolved.dtype == "bfloat16" and not s.resolved.warnings
+    assert "quantization auto: none (bfloat16)" in s.resolved.quantization_reason
+    assert "quantization auto: none (bfloat16)" in s.describe()
+    s = hub.resolve(_gpu_host(), n_params=lambda: 60_000_000_000)
+    assert s.resolved.quantization == "8bit"
     with pytest.warns(UserWarning, match="several times slower than bf16"):
-        choice, _ = models._auto_quantization("auto", "cuda", "bfloat16", lambda: 60_000_000_000)
-    assert choice == "8bit" and "prefer quantization='none'" in capsys.readouterr().out
-    with pytest.warns(UserWarning, match="8-bit prefill"):
-        models._auto_quantization("8bit", "cuda", "bfloat16", lambda: 1)  # picked by hand: said too
-    assert models._auto_quantization("auto", "cpu", "float32", lambda: 1 / 0)[0] == "none"  # no count on CPU
+        models.say_warnings(s)
+    assert "prefer quantization='none'" in capsys.readouterr().out
+    by_hand = dataclasses.replace(hub, quantization="8bit").resolve(_gpu_host(), n_params=lambda: 1)
+    with pytest.warns(UserWarning, match="8-bit prefill"):  # picked by hand: said too
+        models.say_warnings(by_hand)
+    on_cpu = hub.resolve(dataclasses.replace(_gpu_host(), cuda=False), n_params=lambda: 1 / 0)
+    assert on_cpu.resolved.quantization == "none"  # no count on CPU
 
 
 def test_token_budget_from_mocked_free_memory():
@@ -223,13 +238,17 @@ def test_token_budget_from_mocked_free_memory():
     assert max(len(b) for b in batching.plan_batches(lengths, "auto", "cuda", 7000)) == 10
 
 
+def _with_budget(settings, budget: int):
+    return dataclasses.replace(settings, resolved=dataclasses.replace(settings.resolved, token_budget=budget))
+
+
 def test_token_budget_is_recorded_and_a_resumed_run_keeps_its_own(tmp_path, tiny_run, tiny_model_dir):
     spec = studies.get("monotonicity").spec
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
     run = _monotonicity_run(tmp_path, tiny_run)
-    lm.meta["token_budget"] = 4096  # as a GPU load probes it
+    lm.settings = _with_budget(lm.settings, 4096)  # as a GPU load probes it
     scoring.score_run(run, lm, spec, progress=False, checkpoint_every=1, stop_after=2)
-    lm.meta["token_budget"] = 999_999  # a later session with more free memory
+    lm.settings = _with_budget(lm.settings, 999_999)  # a later session with more free memory
     _, meta = scoring.score_run(run, lm, spec, progress=False)
     assert meta["complete"] and meta["token_budget"] == 4096
 

