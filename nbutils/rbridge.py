@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -81,6 +82,25 @@ def r_versions(*packages: str) -> dict:
     return dict(_versions(exe, tuple(packages))) if exe else {}
 
 
+@functools.lru_cache(maxsize=1)
+def fixed_layout() -> tuple[str, ...]:
+    """The command prefix that runs R with address-space randomisation off (``setarch <machine> -R``), where this
+    host allows it; ``()`` elsewhere.
+
+    R's numerical libraries vectorise sums in ways that depend on where an array starts in memory, so the same fit on
+    the same data can differ in its last digits from one process to the next (lme4's Satterthwaite degrees of freedom
+    around the fifth significant digit). With a fixed memory layout, one host gives the same digits every run."""
+    exe = shutil.which("setarch")
+    if not exe:
+        return ()
+    prefix = (exe, platform.machine(), "-R")
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return prefix if ok else ()
+
+
 def run_r(script: str, inputs: dict[str, pd.DataFrame] | None = None, *, seed: int = 20240101,
           timeout: float = 1800) -> dict[str, pd.DataFrame]:
     """Run ``script`` in a fresh ``Rscript --vanilla``; returns every table it wrote with ``nb_out``, by name."""
@@ -97,8 +117,8 @@ def run_r(script: str, inputs: dict[str, pd.DataFrame] | None = None, *, seed: i
         (tmp / "script.R").write_text(PRELUDE + script)
         env = {**os.environ, "NB_R_IN": str(tmp / "in"), "NB_R_OUT": str(tmp / "out"), "NB_R_SEED": str(int(seed))}
         try:
-            proc = subprocess.run([exe, "--vanilla", str(tmp / "script.R")], capture_output=True, text=True,
-                                  env=env, timeout=timeout)
+            proc = subprocess.run([*fixed_layout(), exe, "--vanilla", str(tmp / "script.R")], capture_output=True,
+                                  text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             raise RError(f"R script ran past {timeout:.0f} s") from e
         if proc.returncode != 0:

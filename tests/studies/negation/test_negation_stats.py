@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -126,3 +127,17 @@ def test_a_failing_r_falls_back_to_python_and_says_so(monkeypatch):
     monkeypatch.setenv("NB_RSCRIPT", "/bin/false")
     coefs, info = nstats.fit_lmm(simulate(-8.0, seed=14), use_r=True)
     assert set(coefs["test"]) == {nstats.PY_TEST} and info["steps"].iloc[0].startswith("R failed, statsmodels used instead")
+
+
+@needs_r
+@pytest.mark.slow  # ~13 s: six lme4 fits
+def test_the_same_r_fit_gives_the_same_digits_in_every_process():
+    # R's vectorised sums depend on where an array starts in memory: with address-space randomisation on, the same
+    # fit on the same data gave two sets of last digits in six processes (Satterthwaite df near the 5th digit)
+    from nbutils import rbridge
+
+    if shutil.which("setarch"):
+        assert rbridge.fixed_layout(), "setarch is here: R must run with a fixed memory layout"
+    d = nstats.design(simulate(0.0, seed=12), "ppl")
+    fits = {tuple(nstats.fit_r(d)[1][["estimate", "se", "df", "p"]].to_numpy().ravel().tolist()) for _ in range(6)}
+    assert len(fits) == 1, f"{len(fits)} different results from six runs of one fit"
