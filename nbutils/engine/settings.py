@@ -142,15 +142,15 @@ class ScoreSettings:
             if self.masked:
                 raise ValueError("quantization: 8bit/4bit is for causal LMs here; use quantization='none' with "
                                  "masked: True")
-        margin = 0.0 if self.scorer == "sentences" else self.rescore_margin
+        margin = 0.0 if self.scorer == "sentences" else self.rescore_margin  # masked LMs score sentences (validate)
         if quantized_on_cpu and self.dtype == "auto":
             dtype, dtype_reason = "float32", f"auto: {self.quantization} weights on the CPU, every other module in float32"
         else:
-            dtype, dtype_reason = choose_dtype(self.dtype, device, host, rescoring=margin != 0 and not self.masked)
+            dtype, dtype_reason = choose_dtype(self.dtype, device, host, rescoring=margin != 0)
         if self.dtype != "auto" and dtype == "float16" and not gpu:
             warnings.append(FLOAT16_ON_CPU)
         quantization, q_reason = self._quantization(device, dtype, host, n_params, warnings)
-        margin_used, note = resolve_margin(0.0 if self.masked else margin, dtype, quantization, device)
+        margin_used, note = resolve_margin(margin, dtype, quantization, device)
         if note and margin != "auto":
             warnings.append(f"rescore_margin: {margin} requested, 0 used ({note})")
         memory = None
@@ -316,9 +316,7 @@ def choose_dtype(dtype: str, device: str, host: Host | None = None, rescoring: b
     """The dtype to compute in and why: ``auto`` → bf16 on a GPU that has it (else float16); on a CPU with native
     bf16 (AVX512-BF16/AMX) bf16 with a float32 tail and float32 re-scoring of close calls when ``rescoring``;
     float32 elsewhere."""
-    if dtype != "auto":
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype: must be one of {list(DTYPE_CHOICES)}, got {dtype!r}")
+    if dtype != "auto":  # checked once, by validate
         return dtype, "set explicitly"
     host = host or Host.probe()
     if device.startswith("cuda"):
