@@ -14,7 +14,6 @@ from . import artifacts, paths, studies
 from .results import fmt_num, fmt_p, headline_records
 from .runstore import score_inventory
 
-_SKIP = {"notebooks", "scores", "tables", "figures", "logs", ".ipynb_checkpoints"}  # a run's own folders
 
 
 def run_dirs(folder) -> list[Path]:
@@ -24,11 +23,13 @@ def run_dirs(folder) -> list[Path]:
     if not top.is_dir():
         raise ValueError(f"DIR: {top} is not a folder")
     names = {s.dataset_file for s in studies.REGISTRY.values()}
+    skip = {f(top).name for f in (paths.notebooks_dir, paths.scores_dir, paths.tables_dir, paths.figures_dir,
+                                  paths.logs_dir)}  # a run's own folders
     found = []
     for here, dirs, files in os.walk(top):
         if names & set(files):
             found.append(Path(here))
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in skip and not d.startswith("."))
     return found
 
 
