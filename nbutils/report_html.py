@@ -183,7 +183,7 @@ _ITEMS = """<section class="items" id="items">
 <span class="count">{{ rows|length }} items</span></p>
 <table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button" data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>{% endfor %}</tr></thead>
 <tbody>{% for r in rows %}
-<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor %}<td class="q"><details><summary>{{ r.gist }}</summary><pre>{{ r.text }}</pre></details></td></tr>{% endfor %}
+<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor %}<td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details></td></tr>{% endfor %}
 </tbody></table>
 </section>"""
 
@@ -214,7 +214,9 @@ def items_html(df, intro: str, notes: list[str]) -> Markup:
         return {"text": str(r[name]), "v": None}
 
     names = [h["name"] for h in head[:-1]]
-    rows = [{"cells": [cell(n, r) for n in names], "gist": r["gist"], "text": r["text"]} for _, r in df.iterrows()]
+    id_col = df.attrs.get("id_column", df.columns[1])
+    rows = [{"cells": [cell(n, r) for n in names], "gist": r["gist"], "text": r["text"], "id": f"{id_col} {r[id_col]}"}
+            for _, r in df.iterrows()]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return Markup(env.from_string(_ITEMS).render(intro=intro, notes=notes, head=head, rows=rows))
 
@@ -237,6 +239,7 @@ ITEMS_SCRIPT = """
   };
   let timer;
   filter.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(show, 120); });
+  show();
   const heads = Array.from(table.tHead.rows[0].cells);
   table.querySelectorAll("th button").forEach((b) => b.addEventListener("click", () => {
     const col = Number(b.dataset.col), num = b.dataset.kind === "num", th = heads[col];
@@ -296,5 +299,6 @@ table.items th, table.items td { text-align: left; white-space: nowrap; }
 table.items td[data-v] { text-align: right; }
 table.items td.q { white-space: normal; min-width: 24em; max-width: 48em; }
 table.items summary { cursor: pointer; }
+table.items .id { margin: 4px 0 0; color: #555; font-size: 0.95em; }
 table.items pre { margin: 4px 0; max-height: 28em; overflow: auto; }
 """
