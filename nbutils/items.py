@@ -212,8 +212,9 @@ def table_lines(df: pd.DataFrame, width: int = WIDTH) -> list[str]:
     return [line(head)] + [line(r) for r in rows]
 
 
-def full_lines(df: pd.DataFrame) -> list[str]:
-    """Each item as a block: one line of what the model did and the design, then the whole prompt, indented."""
+def full_lines(df: pd.DataFrame, max_lines: int | None = None) -> list[str]:
+    """Each item as a block: one line of what the model did and the design, then the prompt, indented (whole, or its
+    last ``max_lines`` lines after a line saying how many came before)."""
     id_col = df.attrs.get("id_column", df.columns[1])
     out = []
     for _, r in df.iterrows():
@@ -221,7 +222,10 @@ def full_lines(df: pd.DataFrame) -> list[str]:
                 if "margin" in df.columns else f"ppl {r['ppl']:.2f} · sum log-prob {r['sum_logprob']:.3f}")
         design = " · ".join(f"{c} {plain(_key(r[c]))}" for c in df.attrs.get("design", []))
         out += [f"── {plain(r['model'])} · {plain(r[id_col])} · {what}" + (f" · {design}" if design else "")]
-        out += ["   " + ln for ln in plain(r["text"], keep_lines=True).splitlines()] + [""]
+        lines = plain(r["text"], keep_lines=True).splitlines()
+        if max_lines is not None and len(lines) > max_lines:
+            lines = [f"… {len(lines) - max_lines} earlier lines (--full shows them)"] + lines[-max_lines:]
+        out += ["   " + ln for ln in lines] + [""]
     return out
 
 
@@ -261,9 +265,9 @@ def write_jsonl(df: pd.DataFrame, path, overwrite: bool = False) -> paths.Path:
     return artifacts.atomic_write(target, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-def to_read(run_dir, n: int = 5, include_limited: bool = False) -> str:
+def to_read(run_dir, n: int = 5, include_limited: bool = False, max_lines: int = 6) -> str:
     """For a notebook: each model's ``n`` most confident errors and ``n`` closest calls (a sentence study: its ``n``
-    least and most likely sentences), each with its whole prompt, as text to scan."""
+    least and most likely sentences), each with the last ``max_lines`` lines of its prompt, as text to scan."""
     df = items(run_dir, include_limited=include_limited)
     parts = [f"not shown: {line}" for line in df.attrs["notes"]]
     for model, own in df.groupby("model", sort=False):
@@ -276,6 +280,6 @@ def to_read(run_dir, n: int = 5, include_limited: bool = False) -> str:
             picks = [("least likely sentences", order.head(n)), ("most likely sentences", order.tail(n)[::-1])]
         for title, chosen in picks:
             parts.append(f"═══ {model}: the {len(chosen)} {title} of {len(own)} items")
-            parts += full_lines(chosen) if len(chosen) else ["   (none)", ""]
+            parts += full_lines(chosen, max_lines) if len(chosen) else ["   (none)", ""]
     parts.append(f"every item: python -m nbutils show {run_dir} (--wrong, --closest N, --where KEY=VALUE, --full)")
     return "\n".join(parts)

@@ -254,3 +254,21 @@ def test_runs_lists_the_samples(samples, capsys):
         assert any(line.startswith(f"{study}  [{study}]  {n} items · {MODEL}") and "not analysed" in line
                    for line in lines), (study, lines)
     assert main(["runs", str(samples["custom"] / "items.parquet")]) == 2 and "not a folder" in capsys.readouterr().err
+
+
+def test_the_notebooks_items_to_read_are_the_errors_and_closest_calls(samples):
+    from nbutils.items import to_read
+
+    run = samples["monotonicity"]
+    _, _, scores = files(run, "monotonicity")
+    text = to_read(run, n=5)
+    wrong = scores[~scores["correct"]]
+    errors = wrong.iloc[np.argsort(-wrong["margin"].abs().to_numpy(), kind="stable")]["prompt_id"].head(5)
+    closest = scores.iloc[np.argsort(scores["margin"].abs().to_numpy(), kind="stable")]["prompt_id"].head(5)
+    blocks = text.split("═══ ")
+    assert blocks[1].startswith(f"{MODEL}: the 5 most confident errors of 120 items")
+    assert [ln.split(" · ")[1] for ln in blocks[1].splitlines() if ln.startswith("── ")] == errors.tolist()
+    assert [ln.split(" · ")[1] for ln in blocks[2].splitlines() if ln.startswith("── ")] == closest.tolist()
+    assert "… 15 earlier lines (--full shows them)" in text and "Does Alice have" in text
+    sentences = to_read(samples["negation"], n=2).split("═══ ")
+    assert "the 2 least likely sentences" in sentences[1] and "the 2 most likely sentences" in sentences[2]
