@@ -1,7 +1,7 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
 ``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies``,
-``python -m nbutils where``, ``python -m nbutils colab-links``, ``python -m nbutils show RUN_DIR`` (every item beside the
-model's answer) and ``python -m nbutils runs [DIR]`` (an index of the runs below DIR).
+``python -m nbutils where``, ``python -m nbutils colab-links``, ``python -m nbutils show RUN_DIR`` (every item beside
+the model's answer) and ``python -m nbutils runs [DIR]`` (an index of the runs below DIR).
 
 Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
 nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
@@ -54,7 +54,8 @@ def _at_least_one(text: str) -> int:
 
 def _add_item_commands(sub) -> None:
     """The ``show`` and ``runs`` subcommands."""
-    sh = sub.add_parser("show", help="every scored item beside the model's answer: prompt, gold, choice, margin, design")
+    sh = sub.add_parser("show", help="every scored item beside the model's answer: prompt, gold, choice, margin, "
+                                     "design")
     sh.add_argument("run_dir")
     sh.add_argument("--model", help="one score file's name (scores/<model>.parquet); default: every usable one")
     sh.add_argument("--wrong", action="store_true", help="errors only, the most confident first")

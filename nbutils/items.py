@@ -83,7 +83,8 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     out.attrs = {"study": record.name, "id_column": spec.id_column, "scorer": spec.scorer, "design": design,
                  "table_design": _not_implied(out, design),
                  "question": next((c for c in ("question", "prompt") if c in joined.columns), spec.text_column),
-                 "excluded": joined.attrs.get("excluded", []), "notes": [n.removeprefix("not analysed: ") for n in excluded_notes(joined)]}
+                 "excluded": joined.attrs.get("excluded", []),
+                 "notes": [n.removeprefix("not analysed: ") for n in excluded_notes(joined)]}
     out["gist"] = [last_line(t) for t in joined[out.attrs["question"]].astype(str)]
     return out
 

@@ -181,9 +181,14 @@ _ITEMS = """<section class="items" id="items">
 <p class="note">{{ line }}</p>{% endfor %}
 <p><input type="search" placeholder="filter: words every shown row contains" aria-label="filter the items" hidden>
 <span class="count">{{ rows|length }} items</span></p>
-<table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button" data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>{% endfor %}</tr></thead>
+<table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button"
+ data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>
+{%- endfor %}</tr></thead>
 <tbody>{% for r in rows %}
-<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor %}<td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details></td></tr>{% endfor %}
+<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor -%}
+<td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details>
+</td></tr>
+{%- endfor %}
 </tbody></table>
 </section>"""
 
@@ -200,7 +205,8 @@ def items_html(df, intro: str, notes: list[str]) -> Markup:
     outcome = [("gold", "text"), ("choice", "text"), ("correct", "text"), ("margin", "num"), ("|margin|", "num")] \
         if choices else [("ppl", "num"), ("mean_logprob", "num"), ("sum_logprob", "num")]
     head = [{"name": n, "kind": "text"} for n in (["model"] if several else []) + design]
-    head += [{"name": n, "kind": k} for n, k in outcome] + [{"name": "question" if choices else "sentence", "kind": None}]
+    head += [{"name": n, "kind": k} for n, k in outcome]
+    head += [{"name": "question" if choices else "sentence", "kind": None}]
 
     def cell(name, r):
         if name == "correct":
@@ -248,7 +254,7 @@ ITEMS_SCRIPT = """
     const order = rows.map((r, i) => [key(r), i]).sort((a, z) => {
       let d;
       if (num) d = (isNaN(a[0]) - isNaN(z[0])) || (isNaN(a[0]) ? 0 : (up ? a[0] - z[0] : z[0] - a[0]));
-      else d = up ? a[0].localeCompare(z[0], undefined, {numeric: true}) : z[0].localeCompare(a[0], undefined, {numeric: true});
+      else d = (up ? 1 : -1) * a[0].localeCompare(z[0], undefined, {numeric: true});
       return d || a[1] - z[1];
     });
     heads.forEach((h) => h.removeAttribute("aria-sort"));

@@ -43,7 +43,8 @@ def _headline(summary: dict) -> str:
     who = " ".join(str(r[k]) for k in ("model", "condition") if r.get(k))
     if not r.get("valid", True):
         return f"{who}: {r.get('test')} not estimable"
-    est = f"OR = {fmt_num(r['odds_ratio'])}" if r.get("odds_ratio") is not None else f"estimate {fmt_num(r.get('estimate'))}"
+    est = (f"OR = {fmt_num(r['odds_ratio'])}" if r.get("odds_ratio") is not None
+           else f"estimate {fmt_num(r.get('estimate'))}")
     try:
         p = fmt_p(r.get("p"))
     except ValueError:
