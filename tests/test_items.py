@@ -272,3 +272,53 @@ def test_the_notebooks_items_to_read_are_the_errors_and_closest_calls(samples):
     assert "… 15 earlier lines (--full shows them)" in text and "Does Alice have" in text
     sentences = to_read(samples["negation"], n=2).split("═══ ")
     assert "the 2 least likely sentences" in sentences[1] and "the 2 most likely sentences" in sentences[2]
+
+
+CLICKS = """<script>
+window.addEventListener("load", () => {
+  const ids = () => [...document.querySelectorAll("table.items tbody tr")].map((r) => r.querySelector(".id").textContent);
+  const button = (name) => [...document.querySelectorAll("table.items th button")].find((b) => b.textContent === name);
+  const seen = {};
+  button("|margin|").click(); seen.up = ids();
+  button("|margin|").click(); seen.down = ids();
+  button("concept").click(); seen.concept = ids();
+  const box = document.querySelector("#items input");
+  box.value = "less than 1/3 explicit"; box.dispatchEvent(new Event("input"));
+  setTimeout(() => {
+    seen.count = document.querySelector("#items .count").textContent;
+    seen.shown = [...document.querySelectorAll("table.items tbody tr")].filter((r) => !r.hidden).map(
+      (r) => r.querySelector(".id").textContent);
+    const pre = document.createElement("pre"); pre.id = "clicked"; pre.textContent = JSON.stringify(seen);
+    document.body.appendChild(pre);
+  }, 500);
+});
+</script>"""
+
+
+@tr.needs_chromium
+def test_the_browser_sorts_and_filters_as_the_files_say(samples, tmp_path):
+    """The browser's own script, driven by clicks and typing in Chromium (a copy of the page whose policy lets the
+    test's script run too): |margin| up and down, a design column, and a filter of two words."""
+    import re
+    import subprocess
+
+    run = tmp_path / "run"
+    shutil.copytree(samples["monotonicity"], run)
+    tr.executed(run, [tr.code("x")])
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", write_report(run).read_text())
+    page = tmp_path / "clicked.html"
+    page.write_text(html.replace("</body>", CLICKS + "</body>"))
+    dom = subprocess.run([tr.CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/p",
+                          "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=180, check=True).stdout
+    seen = json.loads(BeautifulSoup(dom, "html.parser").find(id="clicked").get_text())
+    _, data, scores = files(run, "monotonicity")
+    by_abs = scores.assign(a=scores["margin"].abs()).sort_values("a", kind="stable")["prompt_id"]
+    assert [i.removeprefix("prompt_id ") for i in seen["up"]] == by_abs.tolist()
+    by_abs_down = scores.assign(a=-scores["margin"].abs()).sort_values("a", kind="stable")["prompt_id"]
+    assert [i.removeprefix("prompt_id ") for i in seen["down"]] == by_abs_down.tolist()  # ties: in file order
+    concepts = data.set_index("prompt_id").loc[[i.removeprefix("prompt_id ") for i in seen["concept"]], "concept"]
+    assert concepts.tolist() == sorted(data["concept"])
+    want = data[(data["concept"] == "less than 1/3") & (data["condition"] == "explicit")]["prompt_id"]
+    assert sorted(i.removeprefix("prompt_id ") for i in seen["shown"]) == sorted(want)
+    assert seen["count"] == f"{len(want)} of 120 items"
