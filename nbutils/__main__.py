@@ -81,7 +81,7 @@ def _show(args) -> int:
     limit = args.limit or (None if args.jsonl else 20)
     shown = chosen.head(limit) if limit else chosen
     for note in df.attrs["notes"]:
-        print(f"not shown: {note}", file=sys.stderr)
+        print(note, file=sys.stderr)
     if args.jsonl:
         for line in it.jsonl(shown):
             print(line)

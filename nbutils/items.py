@@ -84,7 +84,7 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
                  "table_design": _not_implied(out, design),
                  "question": next((c for c in ("question", "prompt") if c in joined.columns), spec.text_column),
                  "excluded": joined.attrs.get("excluded", []),
-                 "notes": [n.removeprefix("not analysed: ") for n in excluded_notes(joined)]}
+                 "notes": [n.replace("not analysed: ", "not shown: ", 1) for n in excluded_notes(joined)]}
     out["gist"] = [last_line(t) for t in joined[out.attrs["question"]].astype(str)]
     return out
 
@@ -270,7 +270,7 @@ def to_read(run_dir, n: int = 5, include_limited: bool = False, max_lines: int =
     """For a notebook: each model's ``n`` most confident errors and ``n`` closest calls (a sentence study: its ``n``
     least and most likely sentences), each with the last ``max_lines`` lines of its prompt, as text to scan."""
     df = items(run_dir, include_limited=include_limited)
-    parts = [f"not shown: {line}" for line in df.attrs["notes"]]
+    parts = list(df.attrs["notes"])
     for model, own in df.groupby("model", sort=False):
         own.attrs = dict(df.attrs)
         if "margin" in own.columns:

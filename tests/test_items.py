@@ -159,8 +159,8 @@ def test_stale_and_edited_score_files_are_never_items(samples, tmp_path):
     artifacts.write_json(dict(meta, dataset_sha256="0" * 64), scores / "stale.json")
     df = items(run)
     assert set(df["model"]) == {MODEL}
-    assert any(n.startswith("edited.json is not as written: edited.parquet changed") for n in df.attrs["notes"])
-    assert "stale.json is made from an earlier version of the dataset" in df.attrs["notes"]
+    assert any(n.startswith("not shown: edited.json is not as written: edited.parquet changed") for n in df.attrs["notes"])
+    assert "not shown: stale.json is made from an earlier version of the dataset" in df.attrs["notes"]
 
 
 def test_jsonl_export_and_terminal_text_are_safe(samples, tmp_path):
