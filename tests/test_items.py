@@ -27,7 +27,8 @@ DESIGN = {"monotonicity": ["concept", "threshold", "monotonicity", "condition"],
           "personas": ["persona_id", "persona_kind", "category", "question_id", "question_type"],
           "custom": ["group", "concept"]}
 HOSTILE = ["<script>document.title='PWNED'</script>", "</textarea></pre></details></td></tr></table><b>out</b>",
-           "\"><img src=x onerror=\"document.body.dataset.pwned=1\">", "</script><script>document.title='PWNED'</script>"]
+           "\"><img src=x onerror=\"document.body.dataset.pwned=1\">",
+           "</script><script>document.title='PWNED'</script>"]
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,8 @@ def test_each_item_is_its_dataset_row_beside_its_score_row(samples, study):
         for c in ("n_tokens", "sum_logprob", "mean_logprob", "ppl"):
             assert np.array_equal(df[c].to_numpy(), s[c].to_numpy()), c
         return
-    gold = np.where(d["label"], "Yes", "No") if study == "monotonicity" else d["gold" if study == "personas" else "answer"]
+    gold = (np.where(d["label"], "Yes", "No") if study == "monotonicity"
+            else d["gold" if study == "personas" else "answer"])
     assert df["gold"].tolist() == list(gold)
     assert df["choice"].tolist() == s["choice"].tolist() and df["correct"].tolist() == s["correct"].tolist()
     assert np.array_equal(df["margin"].to_numpy(), s["margin"].to_numpy())
@@ -159,7 +161,8 @@ def test_stale_and_edited_score_files_are_never_items(samples, tmp_path):
     artifacts.write_json(dict(meta, dataset_sha256="0" * 64), scores / "stale.json")
     df = items(run)
     assert set(df["model"]) == {MODEL}
-    assert any(n.startswith("not shown: edited.json is not as written: edited.parquet changed") for n in df.attrs["notes"])
+    edited_note = "not shown: edited.json is not as written: edited.parquet changed"
+    assert any(n.startswith(edited_note) for n in df.attrs["notes"])
     assert "not shown: stale.json is made from an earlier version of the dataset" in df.attrs["notes"]
 
 
@@ -276,7 +279,8 @@ def test_the_notebooks_items_to_read_are_the_errors_and_closest_calls(samples):
 
 CLICKS = """<script>
 window.addEventListener("load", () => {
-  const ids = () => [...document.querySelectorAll("table.items tbody tr")].map((r) => r.querySelector(".id").textContent);
+  const ids = () => [...document.querySelectorAll("table.items tbody tr")].map(
+    (r) => r.querySelector(".id").textContent);
   const button = (name) => [...document.querySelectorAll("table.items th button")].find((b) => b.textContent === name);
   const seen = {};
   button("|margin|").click(); seen.up = ids();
