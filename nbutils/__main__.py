@@ -72,6 +72,19 @@ def _add_item_commands(sub) -> None:
     rs.add_argument("dir", nargs="?", default="outputs", help="folder to search (default: outputs)")
 
 
+def _print_lines(lines) -> int:
+    """Print line by line; a reader that stops early (``| head``) ends the output quietly."""
+    import os
+
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
+    return 0
+
+
 def _show(args) -> int:
     """``show``: the run's items filtered and ordered as asked, as a table, blocks or JSON lines."""
     from . import items as it
@@ -83,14 +96,11 @@ def _show(args) -> int:
     for note in df.attrs["notes"]:
         print(note, file=sys.stderr)
     if args.jsonl:
-        for line in it.jsonl(shown):
-            print(line)
-        return 0
-    print("\n".join(it.full_lines(shown) if args.full else it.table_lines(shown)))
+        return _print_lines(it.jsonl(shown))
     more = len(chosen) - len(shown)
-    print(f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
-          + ("" if args.full or args.jsonl else "; --full shows each whole prompt, --jsonl every field"))
-    return 0
+    return _print_lines((it.full_lines(shown) if args.full else it.table_lines(shown)) + [
+        f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
+        + ("" if args.full else "; --full shows each whole prompt, --jsonl every field")])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "runs":
             from .run_index import index_lines
 
-            print("\n".join(index_lines(args.dir)))
-            return 0
+            return _print_lines(index_lines(args.dir))
         if args.command == "sweep":
             from .sweep import run_sweep
 
