@@ -214,8 +214,9 @@ def table_lines(df: pd.DataFrame, width: int = WIDTH) -> list[str]:
 
 
 def full_lines(df: pd.DataFrame, max_lines: int | None = None) -> list[str]:
-    """Each item as a block: one line of what the model did and the design, then the prompt, indented (whole, or its
-    last ``max_lines`` lines after a line saying how many came before)."""
+    """Each item as a block: one line of what the model did and the design, then the prompt, indented: whole, or, when
+    it is longer than ``max_lines`` by more than 4 lines (a few-shot prompt), its last ``max_lines`` lines after a line
+    saying how many came before."""
     id_col = df.attrs.get("id_column", df.columns[1])
     out = []
     for _, r in df.iterrows():
@@ -224,7 +225,7 @@ def full_lines(df: pd.DataFrame, max_lines: int | None = None) -> list[str]:
         design = " · ".join(f"{c} {plain(_key(r[c]))}" for c in df.attrs.get("design", []))
         out += [f"── {plain(r['model'])} · {plain(r[id_col])} · {what}" + (f" · {design}" if design else "")]
         lines = plain(r["text"], keep_lines=True).splitlines()
-        if max_lines is not None and len(lines) > max_lines:
+        if max_lines is not None and len(lines) > max_lines + 4:
             lines = [f"… {len(lines) - max_lines} earlier lines (--full shows them)"] + lines[-max_lines:]
         out += ["   " + ln for ln in lines] + [""]
     return out
