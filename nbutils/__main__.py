@@ -1,6 +1,7 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
 ``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies``,
-``python -m nbutils where`` and ``python -m nbutils colab-links``.
+``python -m nbutils where``, ``python -m nbutils colab-links``, ``python -m nbutils show RUN_DIR`` (every item beside
+the model's answer) and ``python -m nbutils runs [DIR]`` (an index of the runs below DIR).
 
 Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
 nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
@@ -38,6 +39,68 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     print("\n".join(headline(run_dir)))
     print(f"results in words → {paths.results_path(run_dir)}")
     print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+
+
+def _at_least_one(text: str) -> int:
+    """An argparse type: an integer ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
+    return value
+
+
+def _add_item_commands(sub) -> None:
+    """The ``show`` and ``runs`` subcommands."""
+    sh = sub.add_parser("show", help="every scored item beside the model's answer: prompt, gold, choice, margin, "
+                                     "design")
+    sh.add_argument("run_dir")
+    sh.add_argument("--model", help="one score file's name (scores/<model>.parquet); default: every usable one")
+    sh.add_argument("--wrong", action="store_true", help="errors only, the most confident first")
+    sh.add_argument("--closest", type=_at_least_one, metavar="N", help="the N items of smallest |margin|")
+    sh.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                    help="keep items whose design column KEY (or model, gold, choice, correct) is VALUE; repeatable "
+                         "(a key given twice: either value)")
+    sh.add_argument("--full", action="store_true", help="each item with its whole prompt")
+    sh.add_argument("--jsonl", action="store_true", help="one JSON object per item, with the whole prompt")
+    sh.add_argument("--limit", type=_at_least_one, metavar="N",
+                    help="at most N items (default: 20 in the table and with --full, every item with --jsonl)")
+    rs = sub.add_parser("runs", help="an index of the run directories below DIR: study, models, items, analysed, "
+                                     "headline, report")
+    rs.add_argument("dir", nargs="?", default="outputs", help="folder to search (default: outputs)")
+
+
+def _print_lines(lines) -> int:
+    """Print line by line; a reader that stops early (``| head``) ends the output quietly."""
+    import os
+
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
+    return 0
+
+
+def _show(args) -> int:
+    """``show``: the run's items filtered and ordered as asked, as a table, blocks or JSON lines."""
+    from . import items as it
+
+    df = it.items(args.run_dir, args.model)
+    chosen = it.select(df, args.where, args.wrong, args.closest)
+    limit = args.limit or (None if args.jsonl else 20)
+    shown = chosen.head(limit) if limit else chosen
+    for note in df.attrs["notes"]:
+        print(note, file=sys.stderr)
+    if args.jsonl:
+        return _print_lines(it.jsonl(shown))
+    more = len(chosen) - len(shown)
+    return _print_lines((it.full_lines(shown) if args.full else it.table_lines(shown)) + [
+        f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
+        + ("" if args.full else "; --full shows each whole prompt, --jsonl every field")])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,8 +143,15 @@ def main(argv: list[str] | None = None) -> int:
                                             "nbutils/colab.py (a fork: set REPOSITORY there first, or pass --repository)")
     cl.add_argument("--repository", help="owner/name on GitHub (default: nbutils.colab.REPOSITORY)")
     cl.add_argument("--branch", help="branch the badges open (default: nbutils.colab.BRANCH)")
+    _add_item_commands(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "show":
+            return _show(args)
+        if args.command == "runs":
+            from .run_index import index_lines
+
+            return _print_lines(index_lines(args.dir))
         if args.command == "sweep":
             from .sweep import run_sweep
 

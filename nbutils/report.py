@@ -4,6 +4,10 @@ It is made from the study's executed analysis in the run (``{run}/notebooks/<stu
 ``python -m nbutils run`` writes): the title, the results in words first, then every section's text, tables and figures,
 code hidden. The cue profile (``notebooks/cues/01_profile.ipynb``) follows when the run holds an executed one.
 
+The page ends with an item browser: every item of the models the analysis reported (``nbutils.items``, read through
+the run store's checks), each row opening its whole prompt; beyond ``ALL_ITEMS`` items, the ``KEEP`` most confident
+errors and the ``KEEP`` closest calls, and a line saying how to see the rest.
+
 The page itself (escaping, cleaned tables, the template and its style) is made by ``nbutils.report_html``.
 
 The report refuses a run whose analysis did not finish (an error, or a kernel killed on its way), whose study is not
@@ -18,9 +22,11 @@ from pathlib import Path
 from typing import Callable
 
 from . import artifacts, paths, runlock, studies
-from .report_html import cell_html, page
+from .report_html import cell_html, items_html, page
 
 RESULTS_HEADING = "## Results in words"
+ALL_ITEMS = 5000  # items (all models together) the report's browser holds every one of
+KEEP = 500  # beyond that: this many most confident errors and this many closest calls
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
 
 
@@ -62,10 +68,46 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
         (warn or (lambda _: None))(line)
     title, rest = (cells[:1], cells[1:]) if cells and cells[0].cell_type == "markdown" else ([], cells)
     html = page(f"{record.name} · {run.name}", [cell_html(c) for c in title], _about(run, record.name, nb, summary),
-                 alerts, [cell_html(c) for c in rest])
+                 alerts, [cell_html(c) for c in rest], _items_section(run, record.name, summary))
     out = paths.report_path(run)
     artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
+
+
+def _items_section(run: Path, study: str, summary: dict):
+    """The item browser of the models the analysis reported (all usable ones when its records name none); beyond
+    ``ALL_ITEMS`` items, the most confident errors and the closest calls (a sentence study: the least and the most
+    likely sentences). A run whose items cannot be read gets a line saying why instead."""
+    from . import items as it
+    from markupsafe import Markup
+
+    try:
+        df = it.items(run, study=study)
+    except ValueError as err:
+        return Markup('<section class="items" id="items"><h2>Items</h2><p>{}</p></section>').format(
+            f"The items cannot be shown: {err}")
+    reported = {r.get("model") for r in summary.get("records") or []} & set(df["model"])
+    if reported:
+        df = df[df["model"].isin(reported)].copy()
+    total, every = len(df), f"python -m nbutils show {run}"
+    if total <= ALL_ITEMS:
+        intro = (f"Every scored item ({total:,}), one row per item and model: click a row's question to read its whole "
+                 f"prompt, a column's name to sort by it; the box filters. In a terminal: {every} (--wrong, --closest "
+                 "N, --where KEY=VALUE, --full, --jsonl).")
+        return items_html(df, intro, df.attrs["notes"])
+    if "margin" in df.columns:
+        errors = it.select(df, wrong=True) if df["correct"].notna().any() else df.head(0)
+        picked = errors.head(KEEP).index.union(it.select(df, closest=KEEP).index, sort=False)
+        what = f"the {KEEP} most confident errors and the {KEEP} closest calls"
+    else:
+        order = df.sort_values("mean_logprob", kind="stable").index
+        picked = order[:KEEP].union(order[-KEEP:], sort=False)
+        what = f"the {KEEP} least likely and the {KEEP} most likely sentences"
+    shown = df.loc[picked].copy()
+    shown.attrs = dict(df.attrs)
+    intro = (f"This run has {total:,} scored items (one per item and model); the page holds {what} ({len(shown):,} "
+             f"rows). Every item: {every} --jsonl, or filtered: --wrong, --closest N, --where KEY=VALUE.")
+    return items_html(shown, intro, df.attrs["notes"])
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole

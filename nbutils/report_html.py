@@ -2,12 +2,16 @@
 
 The page is safe to open whatever the run's data hold: it is built with a template engine that escapes by default
 (jinja2), markdown is rendered with raw HTML escaped, tables are cleaned to table markup (bleach), so a group value such
-as ``<script>…</script>`` reads as text; and a Content-Security-Policy forbids every script and every fetch: figures
-are data URIs, so the one file can be mailed, archived or opened offline. Tables fit a 1280-pixel-wide window: long
+as ``<script>…</script>`` reads as text; and a Content-Security-Policy forbids every fetch and every script but one:
+the item browser's own, allowed by its sha256 (the page without an item browser allows none). Figures are data URIs,
+so the one file can be mailed, archived or opened offline. The item browser's rows are HTML written here, escaped;
+its script only hides and reorders them. Tables fit a 1280-pixel-wide window: long
 cells and headers wrap, and a table of many columns is split into parts that repeat its naming columns.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import re
 from copy import copy
@@ -15,7 +19,7 @@ from copy import copy
 from markupsafe import Markup
 
 MAX_COLUMNS = 11  # a table shown with more columns than this is split into parts (each repeating the naming columns)
-CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'none'; object-src 'none'; "
+CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {script}; object-src 'none'; "
        "base-uri 'none'; form-action 'none'")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=]*$")
 _TABLE_TAGS = {"table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "colgroup", "col", "div", "span", "p",
@@ -152,20 +156,114 @@ _TEMPLATE = """<!DOCTYPE html>
 {% endfor %}{% for part in heading %}{{ part }}
 {% endfor %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }} · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}{% endif %}</p>
 {% for part in body %}{{ part }}
-{% endfor %}</main>
-</body>
+{% endfor %}{{ items }}</main>
+{% if items %}<script>{{ script }}</script>
+{% endif %}</body>
 </html>
 """
 
 
-def page(title: str, heading: list, about: dict, alerts: list[str], body: list) -> str:
+def page(title: str, heading: list, about: dict, alerts: list[str], body: list, items: Markup = Markup("")) -> str:
     """The page from its parts: strings are escaped by the template; only the parts built above as ``Markup`` (already
-    escaped or cleaned) go in as HTML."""
+    escaped or cleaned) go in as HTML. ``items``: the item browser (``items_html``), with its script."""
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.from_string(_TEMPLATE).render(csp=CSP, title=title, css=Markup(_CSS), heading=heading, about=about,
-                                             alerts=alerts, body=body)
+    csp = CSP.format(script=f"'{SCRIPT_HASH}'" if items else "'none'")
+    return env.from_string(_TEMPLATE).render(csp=csp, title=title, css=Markup(_CSS + _ITEMS_CSS), heading=heading,
+                                             about=about, alerts=alerts, body=body, items=items,
+                                             script=Markup(ITEMS_SCRIPT))
+
+
+_ITEMS = """<section class="items" id="items">
+<h2>Items</h2>
+<p>{{ intro }}</p>{% for line in notes %}
+<p class="note">{{ line }}</p>{% endfor %}
+<p><input type="search" placeholder="filter: words every shown row contains" aria-label="filter the items" hidden>
+<span class="count">{{ rows|length }} items</span></p>
+<table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button"
+ data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>
+{%- endfor %}</tr></thead>
+<tbody>{% for r in rows %}
+<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor -%}
+<td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details>
+</td></tr>
+{%- endfor %}
+</tbody></table>
+</section>"""
+
+
+def items_html(df, intro: str, notes: list[str]) -> Markup:
+    """The item browser: one row per item (``nbutils.items``), each opening its whole prompt; a filter box and sortable
+    columns, made to work by ``ITEMS_SCRIPT``. Every text is escaped by the template."""
+    import jinja2
+    import pandas as pd
+
+    several = df["model"].nunique() > 1
+    design = list(df.attrs.get("table_design", []))
+    choices = "margin" in df.columns
+    outcome = [("gold", "text"), ("choice", "text"), ("correct", "text"), ("margin", "num"), ("|margin|", "num")] \
+        if choices else [("ppl", "num"), ("mean_logprob", "num"), ("sum_logprob", "num")]
+    head = [{"name": n, "kind": "text"} for n in (["model"] if several else []) + design]
+    head += [{"name": n, "kind": k} for n, k in outcome]
+    head += [{"name": "question" if choices else "sentence", "kind": None}]
+
+    def cell(name, r):
+        if name == "correct":
+            return {"text": "" if pd.isna(r["correct"]) else "✓" if r["correct"] else "✗", "v": None}
+        if name in ("margin", "|margin|"):
+            x = abs(r["margin"]) if name == "|margin|" else r["margin"]
+            return {"text": "" if pd.isna(x) else f"{x:+.3f}" if name == "margin" else f"{x:.3f}",
+                    "v": "" if pd.isna(x) else repr(float(x))}
+        if name in ("ppl", "mean_logprob", "sum_logprob"):
+            return {"text": f"{r[name]:.3f}" if name != "ppl" else f"{r[name]:.1f}", "v": repr(float(r[name]))}
+        return {"text": str(r[name]), "v": None}
+
+    names = [h["name"] for h in head[:-1]]
+    id_col = df.attrs.get("id_column", df.columns[1])
+    rows = [{"cells": [cell(n, r) for n in names], "gist": r["gist"], "text": r["text"], "id": f"{id_col} {r[id_col]}"}
+            for _, r in df.iterrows()]
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return Markup(env.from_string(_ITEMS).render(intro=intro, notes=notes, head=head, rows=rows))
+
+
+# The item browser's script: a filter over each row's text (the whole prompt included) and sorting by a column. It
+# reads text and data attributes and moves rows; it never writes HTML.
+ITEMS_SCRIPT = """
+(() => {
+  const box = document.getElementById("items");
+  if (!box) return;
+  const table = box.querySelector("table.items"), body = table.tBodies[0], rows = Array.from(body.rows);
+  const filter = box.querySelector("input"), count = box.querySelector(".count");
+  const texts = rows.map((r) => r.textContent.toLowerCase());
+  filter.hidden = false;
+  const show = () => {
+    const terms = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    let n = 0;
+    rows.forEach((r, i) => { const ok = terms.every((t) => texts[i].includes(t)); r.hidden = !ok; n += ok; });
+    count.textContent = n + " of " + rows.length + " items";
+  };
+  let timer;
+  filter.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(show, 120); });
+  show();
+  const heads = Array.from(table.tHead.rows[0].cells);
+  table.querySelectorAll("th button").forEach((b) => b.addEventListener("click", () => {
+    const col = Number(b.dataset.col), num = b.dataset.kind === "num", th = heads[col];
+    const up = th.getAttribute("aria-sort") !== "ascending";
+    const key = (r) => (num ? parseFloat(r.cells[col].dataset.v) : r.cells[col].textContent);
+    const order = rows.map((r, i) => [key(r), i]).sort((a, z) => {
+      let d;
+      if (num) d = (isNaN(a[0]) - isNaN(z[0])) || (isNaN(a[0]) ? 0 : (up ? a[0] - z[0] : z[0] - a[0]));
+      else d = (up ? 1 : -1) * a[0].localeCompare(z[0], undefined, {numeric: true});
+      return d || a[1] - z[1];
+    });
+    heads.forEach((h) => h.removeAttribute("aria-sort"));
+    th.setAttribute("aria-sort", up ? "ascending" : "descending");
+    body.append(...order.map((o) => rows[o[1]]));
+  }));
+})();
+"""
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(ITEMS_SCRIPT.encode()).digest()).decode()
 
 
 _CSS = """
@@ -196,4 +294,17 @@ thead th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 caption { caption-side: bottom; text-align: left; font-size: 0.85em; color: #555; overflow-wrap: anywhere; }
 .text table th, .text table td { text-align: left; }
+"""
+_ITEMS_CSS = """
+.items input { width: 28em; max-width: 100%; font: inherit; padding: 3px 6px; margin-right: 1em; }
+.items .count, .items .note { color: #555; }
+table.items th button { font: inherit; font-weight: 600; border: 0; background: none; padding: 0; cursor: pointer; }
+table.items th[aria-sort="ascending"] button::after { content: " ▲"; }
+table.items th[aria-sort="descending"] button::after { content: " ▼"; }
+table.items th, table.items td { text-align: left; white-space: nowrap; }
+table.items td[data-v] { text-align: right; }
+table.items td.q { white-space: normal; min-width: 24em; max-width: 48em; }
+table.items summary { cursor: pointer; }
+table.items .id { margin: 4px 0 0; color: #555; font-size: 0.95em; }
+table.items pre { margin: 4px 0; max-height: 28em; overflow: auto; }
 """

@@ -113,22 +113,35 @@ def assert_fits(page) -> None:
     assert all(w >= 180 for w in m["long"]), f"long cells squeezed: {sorted(m['long'])[:5]} px"
 
 
+def only_the_item_browser_script(soup) -> None:
+    """The page's scripts: none, or the item browser's one, inline, allowed by its sha256 and by nothing else."""
+    from nbutils.report_html import ITEMS_SCRIPT, SCRIPT_HASH
+
+    csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})["content"]
+    scripts = soup.find_all("script")
+    assert "default-src 'none'" in csp and "unsafe" not in csp.split("script-src")[1].split(";")[0]
+    if scripts:
+        assert f"script-src '{SCRIPT_HASH}';" in csp, csp
+        assert [(s.attrs, s.string) for s in scripts] == [({}, ITEMS_SCRIPT)], "a script that is not the browser's"
+    else:
+        assert "script-src 'none'" in csp
+
+
 def assert_inert(page, hostile=HOSTILE) -> None:
-    """Each hostile value reads as text; the page has no script, no element with an event handler, no image that is
-    not embedded, and as Chromium opened it, nothing ran."""
+    """Each hostile value reads as text; the page has no script but the item browser's (allowed by its hash), no
+    element with an event handler, no image that is not embedded, and as Chromium opened it, nothing else ran."""
     html = page.read_text()
     soup = BeautifulSoup(html, "html.parser")
-    assert not soup.find_all("script"), "a script element"
+    only_the_item_browser_script(soup)
     assert not [t.name for t in soup.find_all(True) if any(a.lower().startswith("on") for a in t.attrs)]
     assert all(img["src"].startswith("data:image/") for img in soup.find_all("img"))
-    csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})["content"]
-    assert "default-src 'none'" in csp and "script-src 'none'" in csp
     text = " ".join(soup.get_text(" ").split())
     for value in hostile:
         assert value in text, f"{value} does not read as text"
     dom = chromium_dom(page)
     assert dom.title.get_text() != "PWNED" and not dom.body.get("data-pwned"), "a script ran"
-    assert not dom.find_all("script") and all(img["src"].startswith("data:image/") for img in dom.find_all("img"))
+    only_the_item_browser_script(dom)
+    assert all(img["src"].startswith("data:image/") for img in dom.find_all("img"))
 
 
 def test_report_shows_the_results_first_then_text_tables_and_figures_without_code(run):
@@ -152,12 +165,14 @@ def test_report_shows_the_results_first_then_text_tables_and_figures_without_cod
     assert page == run / "report.html"
     soup = BeautifulSoup(page.read_text(), "html.parser")
     text = " ".join(soup.get_text(" ").split())
-    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Results in words", "Accuracy", "Last section"]
+    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Results in words", "Accuracy", "Last section",
+                                                                       "Items"]
     assert "The gap was 0.123" in text and "0.667" in text and "one threshold: no clustered inference" in text
     assert soup.find("img")["src"] == f"data:image/png;base64,{PNG}"
     for hidden in ("secret_module", "compute_everything", "results_text", "UserWarning", "tables/a.csv", "colab-badge"):
         assert hidden not in page.read_text(), hidden
-    assert "<script" not in page.read_text() and "http" not in str(soup.find_all(["img", "link"]))
+    only_the_item_browser_script(soup)
+    assert "http" not in str(soup.find_all(["img", "link"]))
     assert f"Run {run}" in text and "score files smollm2-135m-instruct" in text and "Warning" not in text
 
 

@@ -39,6 +39,7 @@ class Study:
     limit_unit: str | None = None
     limit_strata: str | None = None
     score_defaults: dict = field(default_factory=dict)  # score parameters a study sets for every model (a model file overrides them)
+    design: tuple[str, ...] = ()  # the dataset's columns that say which cell of the design an item is (those present)
 
     @property
     def spec(self) -> DatasetSpec:
@@ -58,27 +59,30 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
                      "analyze": "notebooks/monotonicity/03_analyze.ipynb"},
           dataset_file="prompts.parquet", id_column="prompt_id", scorer="choices", text_column="text",
           choice_items="nbutils.studies.monotonicity.dataset:choice_items",
-          limit_by=("concept",), limit_unit="pair_id", limit_strata="label"),
+          limit_by=("concept",), limit_unit="pair_id", limit_strata="label",
+          design=("concept", "threshold", "monotonicity", "condition", "template", "phrase", "answer_words")),
     Study(name="negation",
           description="negation bias by sentence perplexity, stereotype-consistent vs -inconsistent (Wang, Sommerauer and Bloem)",
           notebooks={"generate": "notebooks/negation/01_stimuli.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/negation/03_analyze.ipynb"},
           dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
-          limit_unit="item_id"),
+          limit_unit="item_id", design=("item_id", "category", "context", "form")),
     Study(name="custom",
           description="a user's own prompt file (CSV, TSV, JSONL, Parquet) with Yes/No or multiple-choice answers, by group",
           notebooks={"generate": "notebooks/custom/01_load.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/custom/03_analyze.ipynb"},
           dataset_file="items.parquet", id_column="row_id", scorer="choices", text_column="text",
           choice_items="nbutils.studies.custom.dataset:choice_items",
-          limit_by=("group",), limit_strata="answer"),  # 01_load joins the group_by columns into `group`
+          limit_by=("group",), limit_strata="answer",  # 01_load joins the group_by columns into `group`
+          design=("group",)),  # and the file's own group_by columns, as its dataset's sidecar records them
     Study(name="personas",
           description="implicit bias as answer-level variance under sociodemographic vs null personas (DIF)",
           notebooks={"generate": "notebooks/personas/01_generate.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/personas/03_analyze.ipynb"},
           dataset_file="personas.parquet", id_column="prompt_id", scorer="choices", text_column="text",
           choice_items="nbutils.studies.personas.dataset:choice_items",
-          limit_unit="question_id", limit_strata="question_type"),  # `limit` questions, each under every persona
+          limit_unit="question_id", limit_strata="question_type",  # `limit` questions, each under every persona
+          design=("persona_id", "persona_kind", "category", "question_id", "question_type")),
 )}
 
 
