@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "colab-links":
             from . import colab, paths
 
-            changed = colab.sync(paths.repo_root(), args.repository or colab.REPOSITORY, args.branch or colab.BRANCH)
+            changed = colab.sync(paths.repo_root(), colab.REPOSITORY if args.repository is None else args.repository,
+                                 colab.BRANCH if args.branch is None else args.branch)
             print("\n".join(f"rewrote {p}" for p in changed) or "every badge and setup cell already points there")
             return 0
         from .runstore import merge_shards

@@ -750,3 +750,62 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
     with pytest.raises(OSError, match="full"):  # not a write: json.dumps failing is not the disk
         artifacts.write_json({"new": True}, summary)
     assert artifacts.read_json(summary) == {"old": True}
+
+
+# ---------------------------------------------------------------- colab-links: nothing refused is half-written
+
+@pytest.fixture()
+def fork(tmp_path, monkeypatch):
+    """A copy of the checkout's notebooks, README, docs and mkdocs.yml that `colab-links` rewrites."""
+    import shutil
+
+    fork = tmp_path / "fork"
+    shutil.copytree(ROOT / "notebooks", fork / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "docs", fork / "docs", ignore=shutil.ignore_patterns("img"))
+    for name in ("README.md", "mkdocs.yml"):
+        shutil.copy2(ROOT / name, fork / name)
+    monkeypatch.setattr(paths, "repo_root", lambda: fork)
+    return fork
+
+
+@pytest.mark.parametrize("option, value, match", [
+    ("--branch", 'x"y', "branch: must be a git branch name"), ("--branch", "dev/x?y=1#frag", "branch:"),
+    ("--branch", "a..b", "branch:"), ("--branch", "-x", "branch:"), ("--branch", "x.lock", "branch:"),
+    ("--branch", "dev/", "branch:"), ("--branch", "a b", "branch:"), ("--branch", "", "branch:"),
+    ("--repository", "../..", "repository: must be owner/name"), ("--repository", "a/b/c", "repository:"),
+    ("--repository", "-owner/x", "repository:"), ("--repository", "owner/..", "repository:"),
+    ("--repository", "o" * 40 + "/x", "repository:"), ("--repository", "owner/a\"b", "repository:"),
+])
+def test_colab_links_refuses_a_bad_repository_or_branch_and_writes_nothing(fork, option, value, match, capsys):
+    before = snapshot(fork)
+    code, err = _cli(["colab-links", f"{option}={value}"], capsys)
+    assert code == 2 and match in err and repr(value) in err, err
+    assert snapshot(fork) == before
+
+
+def test_colab_links_keeps_every_notebook_a_notebook_and_can_point_back(fork, capsys):
+    import nbformat
+
+    before = snapshot(fork)
+    assert _cli(["colab-links", "--repository", "some-one/probes.fork", "--branch", "dev/x_1.2"], capsys)[0] == 0
+    for nb in fork.joinpath("notebooks").rglob("*.ipynb"):
+        cells = nbformat.read(nb, as_version=4).cells
+        assert colab_links(cells[0].source) == [("some-one/probes.fork", "dev/x_1.2", nb.relative_to(fork).as_posix())]
+    assert _cli(["colab-links"], capsys)[0] == 0
+    assert snapshot(fork) == before
+
+
+def colab_links(text):
+    from nbutils import colab
+
+    return colab.badge_links(text)
+
+
+def test_colab_links_does_not_follow_a_link_out_of_the_repository(fork, tmp_path, capsys):
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    (fork / "docs" / "linked.md").symlink_to(outside)
+    before, kept = snapshot(fork), outside.read_text(encoding="utf-8")
+    code, err = _cli(["colab-links", "--repository", "someone/fork"], capsys)
+    assert code == 2 and "linked.md is a symbolic link to" in err and "outside the repository" in err, err
+    assert snapshot(fork) == before and outside.read_text(encoding="utf-8") == kept
