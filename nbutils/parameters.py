@@ -114,8 +114,20 @@ def _kind(v) -> str:
     return {bool: "a boolean", type(None): "null", dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
 
 
-def _hint(name: str, v) -> str:
+def _hint(name: str, v, type_name: str | None = None, default=None) -> str:
+    """What to type instead, for a value YAML read as another type than the parameter's (its declared type, else its
+    default's kind, says which words to suggest)."""
     words = {True: "Yes/True/on", False: "No/False/off"}
+    wants_list = type_name == "list" or isinstance(default, list)
+    number = type_name in ("int", "float") or (isinstance(default, (int, float)) and not isinstance(default, bool))
+    if isinstance(v, bool) and number:
+        example = default if isinstance(default, (int, float)) and not isinstance(default, bool) else "N"
+        return (f"; YAML reads {words[v]} as a boolean: give a number, e.g. -p {name} {example}"
+                + (" (its default)" if example == default else ""))
+    if isinstance(v, bool) and not wants_list and (type_name == "str" or default is None):
+        return f"; YAML reads an unquoted {words[v]} as a boolean: quote it, e.g. -p {name} '\"{'Yes' if v else 'No'}\"'"
+    if isinstance(v, bool) and not wants_list:
+        return f"; YAML reads {words[v]} as a boolean: give a value such as its default, -p {name} {default}"
     if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
         return (f"; YAML reads an unquoted {'/'.join(words[b] for b in (True, False))} as a boolean: quote each word, "
                 f"e.g. -p {name} '[\"Yes\", \"No\"]'")
@@ -126,8 +138,21 @@ def _hint(name: str, v) -> str:
     return "; quote it to give text"
 
 
+def non_finite(v):
+    """The first NaN or infinity in ``v`` (a number, or one inside a list or mapping), else None."""
+    import math
+
+    if isinstance(v, float) and not math.isfinite(v):
+        return v
+    inner = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+    return next((x for x in map(non_finite, inner) if x is not None), None)
+
+
 def check_value(name: str, v, type_name: str, default, source: str) -> None:
     """``v`` against the parameter's declared type (unannotated: against its default's kind) and its range."""
+    if non_finite(v) is not None:
+        raise ValueError(f"{name}: {source}: must be a finite number, got {non_finite(v)!r}{f' in {v!r}' if v is not non_finite(v) else ''} (NaN and "
+                         "infinity are not numbers a parameter can take)")
     allowed = _allowed(type_name)
     bad = None
     if allowed is not None:
@@ -143,7 +168,7 @@ def check_value(name: str, v, type_name: str, default, source: str) -> None:
             and all(isinstance(x, str) for x in default) and any(isinstance(x, bool) or x is None for x in v):
         bad = f"must be a list of texts (its default is {default!r})"
     if bad:
-        raise ValueError(f"{name}: {source}: {bad}, got {_kind(v)} {v!r}{_hint(name, v)}")
+        raise ValueError(f"{name}: {source}: {bad}, got {_kind(v)} {v!r}{_hint(name, v, type_name, default)}")
     check = RANGES.get(name)
     if check is not None and not (v is None and default is None and type_name != "int") and not check(v):
         raise ValueError(f"{name}: {source}: must be {check.allowed}, got {v!r}")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import artifacts, paths, runlock
 from .artifacts import OverwriteError
-from .run_dataset import read_dataset, select_limit
+from .run_dataset import check_int, read_dataset, select_limit
 from .spec import DatasetSpec
 
 # The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
@@ -172,6 +172,8 @@ def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool =
     """Join all shards of one model into the file an unsharded run writes (rows in dataset order), holding the run's
     lock."""
     paths.check_plain_name(slug, "slug")
+    if limit is not None:
+        check_int("limit", limit, 1)
     with runlock.hold(run_dir, "merging shards into it"):
         return _merge_shards(run_dir, slug, limit, overwrite)
 

@@ -123,11 +123,20 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     source = str(sweep_file or "the sweep")
     executor = executors.check_executor(executor or cfg.get("executor") or "local", source)
     cluster_cfg = executors.check_cluster(cfg.get("cluster"), source)
-    record = studies.get(study or cfg.get("study", studies.DEFAULT))
+    for option, given in (("--study", study), ("--dataset", dataset), *(("--model", m) for m in models or ())):
+        if given is not None and not str(given).strip():
+            raise ValueError(f"{option}: must not be empty (an unset shell variable?); leave the option out to use "
+                             f"the sweep file's value")
+    if run_dir is not None:
+        paths.check_run_dir(run_dir)  # an empty --run-dir is refused as an empty run_dir is, not replaced by the file's
+    record = studies.get(study if study is not None else cfg.get("study", studies.DEFAULT))
     nbs = record.notebooks
-    run_dir = run_dir or cfg.get("run_dir")
-    dataset = dataset or cfg.get("dataset")
+    run_dir = run_dir if run_dir is not None else cfg.get("run_dir")
+    dataset = dataset if dataset is not None else cfg.get("dataset")
     models = list(models or cfg.get("models") or [])
+    for option, number in (("--limit", limit), ("--n-boot", n_boot)):
+        if number is not None:
+            runstore.check_int(option, number, 1)
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
     run = paths.check_run_dir(run_dir)

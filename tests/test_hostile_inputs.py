@@ -459,7 +459,8 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
 
     assert _cli_params(GENERATE, [("run_dir", "outputs/run #2"), ("seed", "3")]) == {"run_dir": "outputs/run #2",
                                                                                       "seed": 3}
-    assert _cli_params(GENERATE, [("run_dir", "x: 1"), ("run_dir", "'quoted: text'")]) == {"run_dir": "quoted: text"}
+    assert _cli_params(GENERATE, [("run_dir", "x: 1")]) == {"run_dir": "x: 1"}
+    assert _cli_params(GENERATE, [("run_dir", "'quoted: text'")]) == {"run_dir": "quoted: text"}
     target = tmp_path / "run #2"
     code, err = _cli(["run", GENERATE, "-p", "run_dir", str(target)], capsys)
     assert code == 0, err
@@ -809,3 +810,78 @@ def test_colab_links_does_not_follow_a_link_out_of_the_repository(fork, tmp_path
     code, err = _cli(["colab-links", "--repository", "someone/fork"], capsys)
     assert code == 2 and "linked.md is a symbolic link to" in err and "outside the repository" in err, err
     assert snapshot(fork) == before and outside.read_text(encoding="utf-8") == kept
+
+
+# ---------------------------------------------------------------- numbers are finite, options checked, nothing twice
+
+SCORE = "notebooks/score.ipynb"
+
+
+@pytest.mark.parametrize("notebook, name, value", [
+    (SCORE, "rescore_margin", ".nan"), (SCORE, "rescore_margin", ".inf"), (SCORE, "rescore_margin", ".NaN"),
+    ("notebooks/personas/01_generate.ipynb", "logic_share", ".nan"), ("notebooks/cues/01_profile.ipynb", "alpha", ".Inf"),
+])
+def test_nan_and_infinity_are_refused_by_name(run, notebook, name, value, no_notebook_runs, capsys):
+    before = snapshot(run)
+    code, err = _cli(["run", notebook, "-p", "run_dir", str(run), "-p", name, value], capsys)
+    assert code == 2 and f"error: {name}: -p: must be a finite number, got " in err, err
+    f = run.parent / "params.yaml"
+    f.write_text(f"{name}: {value}\n")
+    code, err = _cli(["run", notebook, "-f", str(f), "-p", "run_dir", str(run)], capsys)
+    assert code == 2 and f"error: {name}: " in err and "must be a finite number" in err, err
+    assert snapshot(run) == before and not no_notebook_runs
+
+
+def test_nan_in_a_sweep_file_and_in_the_settings_is_refused(run, tmp_path):
+    from nbutils.engine import settings
+
+    model = tmp_path / "m.yaml"
+    model.write_text("model: org/m\nrescore_margin: .nan\n")
+    ds = yaml_file(tmp_path, "ds.yaml", GOOD)
+    refused(run, lambda: run_sweep(run_dir=str(run), dataset=ds, models=[str(model)]),
+            r"^rescore_margin: model .*m.yaml: must be a finite number, got nan")
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"^rescore_margin: must be 'auto' \(calibrated\) or a finite number"):
+            settings.check_rescore_margin(bad)
+
+
+def test_a_parameter_given_twice_with_p_is_refused(run, no_notebook_runs, capsys):
+    before = snapshot(run)
+    code, err = _cli(["run", GENERATE, "-p", "run_dir", str(run), "-p", "seed", "1", "-p", "seed", "2"], capsys)
+    assert code == 2 and "error: seed: -p gives it 2 times ('1', '2'); give it once" in err, err
+    assert snapshot(run) == before and not no_notebook_runs
+
+
+@pytest.mark.parametrize("option", ["--run-dir", "--dataset", "--study", "--model"])
+def test_an_empty_sweep_option_is_refused_not_replaced_by_the_file(tmp_path, monkeypatch, option, no_notebook_runs,
+                                                                   capsys):
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    f = yaml_file(tmp_path, "s.yaml", {"run_dir": "outputs/r", "dataset": yaml_file(tmp_path, "ds.yaml", GOOD),
+                                       "models": [yaml_file(tmp_path, "m.yaml", {"model": "org/m"})]})
+    code, err = _cli(["sweep", f, f"{option}="], capsys)
+    assert code == 2 and ("run_dir: must be a non-empty path" if option == "--run-dir"
+                          else f"{option}: must not be empty") in err, err
+    assert not no_notebook_runs and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv", [["sweep", "params/demo.yaml", "--limit", "-1"], ["sweep", "params/demo.yaml",
+                                  "--limit", "0"], ["sweep", "params/demo.yaml", "--n-boot", "0"],
+                                  ["merge", "outputs/x", "m", "--limit", "-1"], ["merge", "outputs/x", "m", "--limit=x"]])
+def test_every_number_option_is_range_checked(argv, capsys):
+    from nbutils.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "must be an integer ≥ 1" in capsys.readouterr().err
+
+
+def test_merge_and_the_sweep_check_their_limit_when_called_from_python(run, tmp_path):
+    refused(run, lambda: runstore.merge_shards(run, "m", limit=-1), r"^limit: must be an integer ≥ 1, got -1")
+    refused(run, lambda: run_sweep(run_dir=str(run), dataset="x", models=["y"], limit=0), r"^--limit: must be")
+
+
+def test_a_boolean_for_a_number_suggests_a_number(run, no_notebook_runs, capsys):
+    code, err = _cli(["run", ANALYZE, "-p", "run_dir", str(run), "-p", "n_boot", "true"], capsys)
+    assert code == 2 and "give a number, e.g. -p n_boot 2000 (its default)" in err and '"Yes"' not in err, err
+    code, err = _cli(["run", SCORE, "-p", "run_dir", str(run), "-p", "batch_size", "on"], capsys)
+    assert code == 2 and "give a value such as its default, -p batch_size auto" in err, err

@@ -306,8 +306,9 @@ def check_rescore_margin(rescore_margin) -> None:
     """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
     if rescore_margin == "auto":
         return
-    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
-        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a number ≥ 0, got {rescore_margin!r}")
+    if (isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float))
+            or not rescore_margin >= 0 or rescore_margin == float("inf")):  # NaN is not ≥ 0
+        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, got {rescore_margin!r}")
 
 
 # ---------------------------------------------------------------- the decisions, each in one function
