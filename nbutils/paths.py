@@ -292,12 +292,29 @@ def check_run_dir(run_dir) -> Path:
     if not text.strip():
         raise ValueError(f"run_dir: must be a non-empty path; an empty one would resolve to the project root {root()}; "
                          "name a folder such as outputs/my_run")
+    check_name_lengths(root() / Path(text).expanduser(), "run_dir")
     run = resolve(text)
+    if run.exists() and not run.is_dir():
+        raise ValueError(f"run_dir: {run} is a file, not a run directory; give a folder (it is created if missing)")
     here = root().resolve()
     if run.resolve() == here or run.resolve() in here.parents:
         raise ValueError(f"run_dir: {text!r} resolves to {run.resolve()}, the project root or a folder above it; name a "
                          "folder of its own such as outputs/my_run")
     return run
+
+
+def check_name_lengths(path: Path, what: str) -> Path:
+    """``path`` once each of its names fits the file system (``NAME_MAX`` where the path starts to be missing, else
+    255 bytes); else a ValueError naming ``what`` and the name too long."""
+    try:
+        limit = os.pathconf(next(p for p in path.parents if p.is_dir()), "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError, StopIteration):
+        limit = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(f"{what}: the name {part[:40]!r}… is {len(os.fsencode(part))} bytes long; this file "
+                             f"system allows {limit} per folder or file name: choose a shorter one")
+    return path
 
 
 def check_plain_name(name, what: str) -> str:

@@ -885,3 +885,59 @@ def test_a_boolean_for_a_number_suggests_a_number(run, no_notebook_runs, capsys)
     assert code == 2 and "give a number, e.g. -p n_boot 2000 (its default)" in err and '"Yes"' not in err, err
     code, err = _cli(["run", SCORE, "-p", "run_dir", str(run), "-p", "batch_size", "on"], capsys)
     assert code == 2 and "give a value such as its default, -p batch_size auto" in err, err
+
+
+# ---------------------------------------------------------------- errors that say what is wrong and what to do
+
+@pytest.mark.parametrize("plant, found", [
+    (lambda lock: lock.mkdir(), "is a folder"),
+    (lambda lock: lock.write_text("garbage\x00"), "is a file of 8 bytes that is not a lock record"),
+    (lambda lock: lock.write_text('{"pid": "x"}'), "is a file of 12 bytes that is not a lock record"),
+    (lambda lock: lock.write_text(""), "is an empty file"),
+    (lambda lock: lock.symlink_to(lock.parent / "gone"), r"is a symbolic link to .*gone \(which does not exist\)"),
+])
+def test_a_lock_that_is_not_a_lock_record_is_named_with_what_is_there(run, plant, found, capsys):
+    lock = paths.lock_path(run)
+    plant(lock)
+    refused(run, _writers(run)["merge"], rf"^run_dir: the lock {lock} {found}.*remove it \(rm -r '{lock}'\)",
+            RuntimeError)
+    code, err = _cli(["merge", str(run), "some-model"], capsys)
+    assert code == 2 and "None" not in err and str(lock) in err, err
+
+
+def test_a_file_or_a_name_too_long_as_run_dir_is_said_in_words(run, tmp_path, capsys):
+    a_file = run / "notes.txt"
+    a_file.write_text("mine")
+    code, err = _cli(["merge", str(a_file), "some-model"], capsys)
+    assert code == 2 and f"run_dir: {a_file} is a file, not a run directory" in err and "Errno" not in err, err
+    long = tmp_path / ("r" * 300)
+    code, err = _cli(["merge", str(long), "some-model"], capsys)
+    assert code == 2 and "run_dir: the name 'rrrr" in err and "300 bytes long" in err and "Errno" not in err, err
+    with pytest.raises(ValueError, match="300 bytes long; this file system allows 255"):
+        mono.write_prompts(mono.generate_prompts(**GOOD), long, GOOD)
+    assert a_file.read_text() == "mine" and not list(tmp_path.glob("rrr*"))
+
+
+@pytest.mark.parametrize("model, said", [
+    ("/no/such/model", "no such folder /no/such/model"), ("./models/mine", "no such folder"),
+    ("a/b/c", "no such folder"), (__file__, "is a file, not a model folder"), ("/", "holds no config.json"),
+])
+def test_a_missing_local_model_is_no_such_folder_before_the_hub_is_asked(run, model, said):
+    from nbutils.engine.settings import ScoreSettings
+
+    refused(run, lambda: models.load_model(model), rf"^model: .*{said}")
+    with pytest.raises(ValueError, match=rf"^model: .*{said}"):
+        ScoreSettings(model=model)
+
+
+def test_a_report_on_a_cut_off_analysis_names_the_file_and_says_it_did_not_finish(run, capsys):
+    from nbutils.report import ReportError, write_report
+
+    nb = paths.executed_notebook(run, ANALYZE)
+    nb.parent.mkdir(parents=True)
+    nb.write_text('{"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Resu')  # the disk filled up
+    refused(run, lambda: write_report(run, "monotonicity"), rf"^report: {nb} is not a whole notebook .*cut short.*"
+            r"the analysis did not finish; run `python -m nbutils run notebooks/monotonicity/03_analyze.ipynb",
+            ReportError)
+    code, err = _cli(["report", str(run)], capsys)
+    assert code == 2 and str(nb) in err and "did not finish" in err, err
