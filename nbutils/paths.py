@@ -295,7 +295,7 @@ def check_run_dir(run_dir) -> Path:
     check_name_lengths(root() / Path(text).expanduser(), "run_dir")
     run = resolve(text)
     if run.exists() and not run.is_dir():
-        raise ValueError(f"run_dir: {run} is a file, not a run directory; give a folder (it is created if missing)")
+        raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
     here = root().resolve()
     if run.resolve() == here or run.resolve() in here.parents:
         raise ValueError(f"run_dir: {text!r} resolves to {run.resolve()}, the project root or a folder above it; name a "

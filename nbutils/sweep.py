@@ -139,9 +139,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
             runstore.check_int(option, number, 1)
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
-    run = paths.check_run_dir(run_dir)
-    if run.exists() and not run.is_dir():
-        raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
+    run = paths.check_run_dir(run_dir)  # a file, the root, an empty path or a name too long are refused there
     # every parameter file is checked against its notebook before anything runs
     ds = load_yaml(dataset, None, "dataset")
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))

@@ -909,7 +909,7 @@ def test_a_file_or_a_name_too_long_as_run_dir_is_said_in_words(run, tmp_path, ca
     a_file = run / "notes.txt"
     a_file.write_text("mine")
     code, err = _cli(["merge", str(a_file), "some-model"], capsys)
-    assert code == 2 and f"run_dir: {a_file} is a file, not a run directory" in err and "Errno" not in err, err
+    assert code == 2 and f"run_dir: {a_file} is a file; give a folder" in err and "Errno" not in err, err
     long = tmp_path / ("r" * 300)
     code, err = _cli(["merge", str(long), "some-model"], capsys)
     assert code == 2 and "run_dir: the name 'rrrr" in err and "300 bytes long" in err and "Errno" not in err, err
