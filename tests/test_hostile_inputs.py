@@ -941,3 +941,64 @@ def test_a_report_on_a_cut_off_analysis_names_the_file_and_says_it_did_not_finis
             ReportError)
     code, err = _cli(["report", str(run)], capsys)
     assert code == 2 and str(nb) in err and "did not finish" in err, err
+
+
+# ---------------------------------------------------------------- text from a user's file cannot run in a spreadsheet
+
+HOSTILE_GROUPS = ("=HYPERLINK(\"http://x\",\"y\")", "@SUM(1+1)", "+1+1", "-2+3", "\tcmd", "'quoted")
+
+
+def _formula_cells(folder) -> list[str]:
+    """Every CSV cell under ``folder`` a spreadsheet would run as a formula: text that starts with = + - @ tab or CR
+    and is not a number."""
+    import csv
+
+    bad = []
+    for f in sorted(folder.rglob("*.csv")):
+        for row in csv.reader(f.open(encoding="utf-8", newline="")):
+            for cell in row:
+                try:
+                    float(cell)
+                except ValueError:
+                    if cell.startswith(artifacts.FORMULA_START):
+                        bad.append(f"{f.name}: {cell!r}")
+    return bad
+
+
+def test_a_table_with_formula_text_is_written_safe_and_reads_back_the_same(tmp_path):
+    df = pd.DataFrame({"group": list(HOSTILE_GROUPS), "n": range(6), "diff": [-1.5, 2.0, -0.25, 0.0, -3.0, 1.0],
+                       "note": ["a", None, "-", "=", "-0.25", "@"]})  # "-0.25": a number written as text
+    wide = df.set_index("group")[["diff"]].T  # group values as column names, as a pivot makes them
+    artifacts.write_table(df, tmp_path / "t")
+    artifacts.write_table(wide, tmp_path / "w", index=True)
+    assert _formula_cells(tmp_path) == []
+    text = (tmp_path / "t.csv").read_text(encoding="utf-8")
+    assert "-1.5" in text and "'-" in text and "'-0.25" not in text and "'+1+1" in text  # numbers stay, formulas quoted
+    pd.testing.assert_frame_equal(artifacts.read_table(tmp_path / "t.csv"), df)
+    back = artifacts.read_table(tmp_path / "w.csv", index_col=0)
+    assert list(back.columns) == list(HOSTILE_GROUPS) and back.to_numpy().tolist() == wide.to_numpy().tolist()
+
+
+def test_a_custom_analysis_of_groups_named_like_formulas_writes_no_formula(tmp_path):
+    import numpy as np
+
+    from nbutils.studies.custom import analysis
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for g in HOSTILE_GROUPS:
+        for i in range(12):
+            gold, choice = ("Yes", "No")[i % 2], ("Yes", "No")[rng.integers(2)]
+            rows.append({"model": "m", "row_id": f"{g}::{i}", "item_id": f"i{i}", "group": g, "row": len(rows) + 1,
+                         "answer": gold, "answer_text": gold, "choice": choice, "choice_norm_token": choice,
+                         "choice_norm_char": choice, "correct": choice == gold, "correct_norm_token": choice == gold,
+                         "correct_norm_char": choice == gold, "margin": rng.normal(), "n_options": 2,
+                         "scored": json.dumps(["Yes", "No"]), "prompt": f"p{i}"})
+    a = analysis.compute(pd.DataFrame(rows), n_boot=20)
+    run_dir = tmp_path / "run"
+    analysis.write(a, run_dir)
+    written = sorted(paths.tables_dir(run_dir).glob("*.csv"))
+    assert written and _formula_cells(paths.tables_dir(run_dir)) == []
+    groups = [artifacts.read_table(f) for f in written if "group" in artifacts.read_table(f, nrows=0).columns]
+    assert groups and all(set(HOSTILE_GROUPS) <= set(t["group"]) for t in groups[:1])  # read back as they were
+    assert not [g for t in groups for g in t["group"].dropna() if g not in HOSTILE_GROUPS and g.startswith("'")]
