@@ -104,7 +104,8 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     check_parameters(notebook, params, "-p")
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
-    out = check_output(output, nb) if output else paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    out = check_output(output, nb, record) if output else record
     if run_dir is None:
         execute(notebook, out, params, kernel)
         return out
@@ -113,10 +114,18 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     return out
 
 
-def check_output(output: str, source: Path) -> Path:
+def check_output(output: str, source: Path, record: Path | None = None) -> Path:
     """The output notebook of ``nbutils run``, once it is a new or executed notebook: an ``.ipynb`` file that is not
-    the source notebook, not a notebook of the checkout's ``notebooks/`` and not a data file of a run."""
+    the source notebook, not a notebook of the checkout's ``notebooks/``, not a data file of a run, and not in a run's
+    ``notebooks/`` unless it is this step's own record there (``record``: the run's executed copy of this notebook)."""
     out = paths.resolve(output)
+    folder = out.absolute().parent
+    own = record is not None and out.absolute() == Path(record).absolute()
+    if folder.name == "notebooks" and not own and (paths.is_run(folder.parent) or (
+            record is not None and folder == Path(record).absolute().parent)):
+        raise ValueError(f"output: {out} is among the executed notebooks of the run {folder.parent}, each the record "
+                         f"of how a step of that run was made; name a file outside it, or leave OUTPUT out "
+                         f"(this step's record: {record})")
     if out.suffix != ".ipynb":
         raise ValueError(f"output: {out} is not a notebook file (.ipynb); the executed copy never replaces a run's "
                          "data, tables or figures: name a new .ipynb file, or leave OUTPUT out for "

@@ -1002,3 +1002,62 @@ def test_a_custom_analysis_of_groups_named_like_formulas_writes_no_formula(tmp_p
     groups = [artifacts.read_table(f) for f in written if "group" in artifacts.read_table(f, nrows=0).columns]
     assert groups and all(set(HOSTILE_GROUPS) <= set(t["group"]) for t in groups[:1])  # read back as they were
     assert not [g for t in groups for g in t["group"].dropna() if g not in HOSTILE_GROUPS and g.startswith("'")]
+
+
+# ---------------------------------------------------------------- the shipped samples are not a workspace
+
+SAMPLE_RUN = "outputs/samples/monotonicity"
+
+
+def test_nothing_is_generated_scored_merged_analysed_or_reported_into_a_sample(no_notebook_runs, capsys):
+    sample = ROOT / SAMPLE_RUN
+    before = snapshot(sample)
+    copy = r"work on a copy: `cp -r outputs/samples/monotonicity outputs/monotonicity_sample`"
+    for writer in _writers(sample).values():
+        with pytest.raises(ValueError, match=rf"^run_dir: .*monotonicity is a sample run that ships .*{copy}"):
+            writer()
+    for argv in (["run", GENERATE, "-p", "run_dir", SAMPLE_RUN, "-p", "overwrite", "true"],
+                 ["run", ANALYZE, "-p", "run_dir", SAMPLE_RUN], ["run", SCORE, "-p", "run_dir", f"{SAMPLE_RUN}/."],
+                 ["sweep", "params/demo.yaml", "--run-dir", f"{SAMPLE_RUN}/scores"], ["merge", SAMPLE_RUN, "m"],
+                 ["report", SAMPLE_RUN]):
+        code, err = _cli(argv, capsys)
+        assert code == 2 and "is a sample run that ships with the suite" in err and "cp -r" in err, (argv, err)
+    assert snapshot(sample) == before and not no_notebook_runs
+
+
+def test_an_analysis_pointed_at_a_sample_names_the_copy_and_colab_analyses_a_copy(tmp_path, monkeypatch, capsys):
+    import shutil
+    import sys
+
+    from nbutils import samples
+
+    with pytest.raises(ValueError, match=r"is a sample run .* `cp -r outputs/samples/negation outputs/negation_sample`"):
+        samples.run_dir_or_sample("outputs/samples/negation", "negation")
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    shutil.copytree(ROOT / "outputs/samples/negation", tmp_path / "outputs/samples/negation")
+    monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
+    before = snapshot(tmp_path / "outputs/samples")
+    assert samples.run_dir_or_sample("outputs/samples/negation", "negation") == "outputs/negation_sample"
+    assert samples.run_dir_or_sample("outputs/nothing-here", "negation") == "outputs/negation_sample"  # reused
+    copied = snapshot(tmp_path / "outputs/negation_sample")
+    assert copied == {k: v for k, v in before.items() if k.startswith("negation/")} or copied == {
+        k.removeprefix("negation/"): v for k, v in before.items()}
+    assert snapshot(tmp_path / "outputs/samples") == before
+
+
+def test_an_output_notebook_in_a_run_is_only_the_steps_own_record(run, tmp_path, no_notebook_runs, capsys):
+    generated = paths.executed_notebook(run, GENERATE)
+    generated.parent.mkdir(parents=True)
+    generated.write_text("how the dataset was made")
+    other = tmp_path / "other"
+    for notebook, output, run_dir in [(ANALYZE, generated, run), (GENERATE, generated.parent / "mine.ipynb", run),
+                                      (ANALYZE, paths.executed_notebook(run, ANALYZE), other)]:  # another run's record
+        before = snapshot(run)
+        code, err = _cli(["run", notebook, str(output), "-p", "run_dir", str(run_dir)], capsys)
+        assert code == 2 and "is among the executed notebooks of the run" in err, (output, err)
+        assert snapshot(run) == before
+    assert not no_notebook_runs
+    code, err = _cli(["run", GENERATE, str(generated), "-p", "run_dir", str(run)], capsys)  # its own record: fine
+    assert code == 0, err
+    code, err = _cli(["run", GENERATE, str(tmp_path / "elsewhere.ipynb"), "-p", "run_dir", str(run)], capsys)
+    assert code == 0, err
