@@ -16,7 +16,8 @@ def _cli_params(notebook: str, pairs: list) -> dict:
     the text as typed, any other is read as YAML."""
     from . import parameters, paths
 
-    types = parameters.declared(notebook) if paths.resolve(notebook).is_file() else {}
+    nb = paths.resolve(notebook)
+    types = parameters.declared(notebook) if nb.suffix == ".ipynb" and nb.is_file() else {}
     for k in dict.fromkeys(n for n, _ in pairs):
         values = [v for n, v in pairs if n == k]
         if len(values) > 1:

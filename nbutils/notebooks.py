@@ -101,6 +101,9 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     nb = paths.resolve(notebook)
     if not nb.exists():
         raise ValueError(f"notebook: {nb} does not exist")
+    if nb.suffix != ".ipynb" or not nb.is_file():
+        raise ValueError(f"notebook: {nb} is not a notebook file (.ipynb); give one of the suite's notebooks, such as "
+                         "notebooks/monotonicity/01_generate.ipynb")
     check_parameters(notebook, params, "-p")
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])

@@ -75,7 +75,13 @@ def _inspect(path: str, mtime: float) -> dict[str, tuple[str, object]]:
     import papermill as pm
 
     out = {}
-    for name, p in pm.inspect_notebook(path).items():
+    try:
+        found = pm.inspect_notebook(path)
+    except Exception as err:  # noqa: BLE001 - nbformat raises several kinds for a file that is not a notebook
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
+        raise ValueError(f"notebook: {path} cannot be read as a notebook ({first}); give a whole .ipynb file (a "
+                         "notebook of the suite, or git checkout -- <file> to restore one)") from None
+    for name, p in found.items():
         try:
             default = ast.literal_eval(p.get("default") or "None")
         except (ValueError, SyntaxError):
@@ -131,11 +137,24 @@ def _hint(name: str, v, type_name: str | None = None, default=None) -> str:
     if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
         return (f"; YAML reads an unquoted {'/'.join(words[b] for b in (True, False))} as a boolean: quote each word, "
                 f"e.g. -p {name} '[\"Yes\", \"No\"]'")
+    if number and isinstance(v, str) and _number(v) is not None:
+        n = _number(v)
+        full = int(n) if type_name == "int" and n == int(n) else n
+        return f"; YAML reads {v!r} as text, not a number (it wants 1.0e+3, not 1e3): write it as -p {name} {full}"
+    if type_name == "int" and isinstance(v, float):
+        return f"; give a whole number, e.g. -p {name} {round(v) if v == v and abs(v) != float('inf') else 1}"
     if isinstance(v, dict):
         return f"; YAML reads 'key: value' as a mapping: quote it, e.g. -p {name} '\"a: b\"'"
     if v is None:
         return "; YAML reads an empty value, ~ or null as null: quote it to give text"
     return "; quote it to give text"
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def non_finite(v):
@@ -174,6 +193,8 @@ def check_value(name: str, v, type_name: str, default, source: str) -> None:
         raise ValueError(f"{name}: {source}: must be {check.allowed}, got {v!r}")
     if name == "run_dir":
         paths.check_run_dir(v)
+    if name == "model" and isinstance(v, str) and v:
+        paths.check_model_folder(v, paths.root())  # the notebooks run in the project root
 
 
 def check_values(notebook: str | Path, params: dict, source: str) -> None:

@@ -344,6 +344,26 @@ def check_name_lengths(path: Path, what: str) -> Path:
     return path
 
 
+def check_model_folder(model: str, base: Path | None = None) -> None:
+    """A model given as a path (it starts with '/', '.' or '~', has more than one '/', or its first part is a folder)
+    must be a folder in Hugging Face format: else "no such folder" naming ``model``, before the hub is asked. A relative
+    path is taken from ``base`` (default: the working directory, as transformers takes it)."""
+    local = Path(model).expanduser()
+    local = local if local.is_absolute() or base is None else Path(base) / local
+    parts = Path(model).parts
+    if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model or local.exists()
+            or (len(parts) > 1 and local.parents[len(parts) - 2].is_dir())):
+        return  # an embedded model's name or a hub id (owner/name)
+    if not local.exists():
+        raise ValueError(f"model: no such folder {local.absolute()}; a model given as a path must be a local folder in "
+                         "Hugging Face format (config.json, weights, tokenizer), a hub id is owner/name")
+    if not local.is_dir():
+        raise ValueError(f"model: {local.absolute()} is a file, not a model folder; give the folder holding config.json")
+    if not (local / "config.json").is_file():
+        raise ValueError(f"model: {local.absolute()} holds no config.json: it is not a model folder in Hugging Face "
+                         "format (save one with model.save_pretrained(folder) and tokenizer.save_pretrained(folder))")
+
+
 def check_plain_name(name, what: str) -> str:
     """``name`` if it can be a file name as it is: a non-empty string without a path separator, not ``.`` or ``..``
     (so it cannot point outside the folder it is written into); else a ValueError naming ``what``."""

@@ -174,6 +174,9 @@ def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool =
     paths.check_plain_name(slug, "slug")
     if limit is not None:
         check_int("limit", limit, 1)
+    if not paths.check_run_dir(run_dir).is_dir():
+        raise ValueError(f"run_dir: {paths.resolve(run_dir)} does not exist; give the run directory the shards were "
+                         "scored into")
     with runlock.hold(run_dir, "merging shards into it"):
         return _merge_shards(run_dir, slug, limit, overwrite)
 

@@ -123,7 +123,9 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     source = str(sweep_file or "the sweep")
     executor = executors.check_executor(executor or cfg.get("executor") or "local", source)
     cluster_cfg = executors.check_cluster(cfg.get("cluster"), source)
-    for option, given in (("--study", study), ("--dataset", dataset), *(("--model", m) for m in models or ())):
+    _check_kinds(cfg, source)
+    for option, given in (("--study", study), ("--dataset", dataset), ("--kernel", kernel),
+                          *(("--model", m) for m in models or ())):
         if given is not None and not str(given).strip():
             raise ValueError(f"{option}: must not be empty (an unset shell variable?); leave the option out to use "
                              f"the sweep file's value")
@@ -262,6 +264,21 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     report.failed.update(bad)
     for slug, err in bad.items():
         print(f"[sweep] FAILED score {slug}: {err}", flush=True)
+
+
+def _check_kinds(cfg: dict, source: str) -> None:
+    """Each value of a sweep file is of its kind: ``study``, ``run_dir`` and ``dataset`` a text, ``models`` a list of
+    texts (paths of model files), ``analyze`` a mapping; else a ValueError naming the key and the file."""
+    def bad(key: str, what: str) -> ValueError:
+        return ValueError(f"sweep: {source}: `{key}` must be {what}, got {type(cfg[key]).__name__} {cfg[key]!r}")
+
+    for key in ("study", "run_dir", "dataset"):
+        if key in cfg and not isinstance(cfg[key], str):
+            raise bad(key, "a text (a name or a path)")
+    if "models" in cfg and not (isinstance(cfg["models"], list) and all(isinstance(m, str) for m in cfg["models"])):
+        raise bad("models", "a list of model parameter files, e.g. [params/models/smollm2-135m-instruct.yaml]")
+    if cfg.get("analyze") is not None and not isinstance(cfg["analyze"], dict):
+        raise bad("analyze", "a mapping of the analysis notebook's parameters")
 
 
 class SweepFailed(RuntimeError):

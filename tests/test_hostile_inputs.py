@@ -1061,3 +1061,45 @@ def test_an_output_notebook_in_a_run_is_only_the_steps_own_record(run, tmp_path,
     assert code == 0, err
     code, err = _cli(["run", GENERATE, str(tmp_path / "elsewhere.ipynb"), "-p", "run_dir", str(run)], capsys)
     assert code == 0, err
+
+
+# ---------------------------------------------------------------- more entry points: sweep files, notebooks, hints
+
+@pytest.mark.parametrize("key, value, match", [
+    ("models", "params/models/smollm2-135m-instruct.yaml", r"`models` must be a list of model parameter files"),
+    ("models", [1, 2], r"`models` must be a list"), ("analyze", [1], r"`analyze` must be a mapping"),
+    ("dataset", ["a", "b"], r"`dataset` must be a text"), ("run_dir", 5, r"`run_dir` must be a text"),
+])
+def test_a_sweep_file_value_of_the_wrong_kind_is_named(run, tmp_path, key, value, match):
+    cfg = {"run_dir": str(run), "dataset": yaml_file(tmp_path, "ds.yaml", GOOD),
+           "models": [yaml_file(tmp_path, "m.yaml", {"model": "org/m"})], key: value}
+    refused(run, lambda: run_sweep(yaml_file(tmp_path, "s.yaml", cfg)), rf"^sweep: .*s.yaml: {match}")
+
+
+def test_a_file_that_is_not_a_notebook_is_named(run, tmp_path, no_notebook_runs, capsys):
+    cut = tmp_path / "cut.ipynb"
+    cut.write_text('{"cells": [')
+    for notebook, said in ((ROOT / "README.md", "is not a notebook file (.ipynb)"), (cut, "cannot be read as a notebook")):
+        code, err = _cli(["run", str(notebook), "-p", "run_dir", str(run)], capsys)
+        assert code == 2 and f"notebook: {notebook} {said}" in err, err
+    assert not no_notebook_runs
+
+
+@pytest.mark.parametrize("notebook, name, value, said", [
+    (GENERATE, "seed", "1e3", "YAML reads '1e3' as text, not a number .*: write it as -p seed 1000"),
+    ("notebooks/personas/01_generate.ipynb", "logic_share", "1e-1", "write it as -p logic_share 0.1"),
+    (ANALYZE, "n_boot", "2.5", "give a whole number, e.g. -p n_boot 2"),
+    (SCORE, "model", "../no/such/model", "model: -p: .*|model: no such folder"),
+])
+def test_numbers_yaml_reads_as_text_and_missing_model_folders_are_said_before_a_kernel_starts(
+        run, notebook, name, value, said, no_notebook_runs, capsys):
+    import re
+
+    code, err = _cli(["run", notebook, "-p", "run_dir", str(run), "-p", name, value], capsys)
+    assert code == 2 and re.search(said, err), err
+    assert not no_notebook_runs
+
+
+def test_merge_into_a_missing_run_creates_nothing(tmp_path, capsys):
+    code, err = _cli(["merge", str(tmp_path / "nowhere"), "m"], capsys)
+    assert code == 2 and "run_dir: " in err and "does not exist" in err and list(tmp_path.iterdir()) == []

@@ -266,7 +266,7 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"model: must be an embedded model ({', '.join(EMBEDDED)}), a Hugging Face hub id or a "
                          f"local folder, got {s.model!r}")
     if s.model not in EMBEDDED:
-        check_model_folder(s.model)
+        paths.check_model_folder(s.model)
     if s.revision is not None and not isinstance(s.revision, str):
         raise ValueError(f"revision: must be a branch, tag or commit (text) or None, got {s.revision!r}")
     if s.quantization not in QUANTIZATION_CHOICES:
@@ -302,26 +302,6 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
     if s.pll_variant not in PLL_VARIANTS:
         raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {s.pll_variant!r}")
-
-
-def check_model_folder(model: str) -> None:
-    """A model given as a path (it starts with '/', '.' or '~', has more than one '/', or its first part is a folder
-    here) must be a folder in Hugging Face format: else "no such folder" naming ``model``, before the hub is asked."""
-    from pathlib import Path
-
-    local = Path(model).expanduser()
-    parts = Path(model).parts
-    if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model or local.exists()
-            or (len(parts) > 1 and Path(parts[0]).is_dir())):
-        return  # an embedded model's name or a hub id (owner/name)
-    if not local.exists():
-        raise ValueError(f"model: no such folder {local.absolute()}; a model given as a path must be a local folder in "
-                         "Hugging Face format (config.json, weights, tokenizer), a hub id is owner/name")
-    if not local.is_dir():
-        raise ValueError(f"model: {local.absolute()} is a file, not a model folder; give the folder holding config.json")
-    if not (local / "config.json").is_file():
-        raise ValueError(f"model: {local.absolute()} holds no config.json: it is not a model folder in Hugging Face "
-                         "format (save one with model.save_pretrained(folder) and tokenizer.save_pretrained(folder))")
 
 
 def check_rescore_margin(rescore_margin) -> None:
