@@ -24,7 +24,13 @@ def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "pa
         raise ValueError(f"{what}: {p} does not exist")
     if not p.is_file():
         raise ValueError(f"{what}: {p} is not a file")
-    data = artifacts.read_yaml(p.read_text(), f"{what}: {p}") or {}
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ValueError(f"{what}: {p} is not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); "
+                         "save it as UTF-8") from None
+    data = artifacts.read_yaml(text, f"{what}: {p}") or {}
     if not isinstance(data, dict):
         raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
     if allowed is not None and set(data) - allowed:

@@ -1103,3 +1103,16 @@ def test_numbers_yaml_reads_as_text_and_missing_model_folders_are_said_before_a_
 def test_merge_into_a_missing_run_creates_nothing(tmp_path, capsys):
     code, err = _cli(["merge", str(tmp_path / "nowhere"), "m"], capsys)
     assert code == 2 and "run_dir: " in err and "does not exist" in err and list(tmp_path.iterdir()) == []
+
+
+def test_a_parameter_file_or_prompt_file_in_another_encoding_is_named(run, tmp_path, capsys):
+    from nbutils.studies.custom import dataset as custom
+
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"seed: 1\nnote: caf\xe9\n")
+    code, err = _cli(["run", GENERATE, "-f", str(latin), "-p", "run_dir", str(run)], capsys)
+    assert code == 2 and f"-f: {latin} is not UTF-8 text (byte 0xe9 on line 2); save it as UTF-8" in err, err
+    utf16 = tmp_path / "p.csv"
+    utf16.write_bytes("prompt,answer\nIs 3 > 2?,Yes\n".encode("utf-16"))
+    with pytest.raises(ValueError, match=r"^data_file: p.csv is saved as UTF-16 .*save the file as UTF-8"):
+        custom.load_items(utf16)
