@@ -167,67 +167,59 @@ def write_text(text: str, path: str | Path) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-# A text cell a spreadsheet would run as a formula starts with one of these (OWASP's list for CSV injection); in a CSV
-# such a cell gets GUARD in front, and so does a cell that starts with GUARD itself, so read_table can take it off again
+# OWASP's list for CSV injection: a text cell starting with one of these gets GUARD in front in a CSV (and so does one
+# starting with GUARD, so that read_table can take it off again)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 GUARD = "'"
 
 
 def _guard(v):
     """``v`` with GUARD in front when it is text a spreadsheet would run (a number written as text is left)."""
-    if not isinstance(v, str) or not v.startswith((*FORMULA_START, GUARD)):
-        return v
     try:
-        return v if v == v.strip() and float(v) is not None else GUARD + v  # "-0.25", "+3": a number, not a formula
+        number = isinstance(v, str) and v == v.strip() and float(v) is not None  # "-0.25": a spreadsheet reads a number
     except ValueError:
-        return GUARD + v
+        number = False
+    return GUARD + v if isinstance(v, str) and v.startswith((*FORMULA_START, GUARD)) and not number else v
 
 
 def _unguard(v):
     return v[1:] if isinstance(v, str) and v.startswith(GUARD) else v
 
 
-def _text(dtype) -> bool:
-    return dtype == object or isinstance(dtype, (pd.StringDtype, pd.CategoricalDtype))
+def _map_text(df: pd.DataFrame, fn) -> pd.DataFrame:
+    """``fn`` applied to every cell of ``df``'s text columns and to its text column names and row labels."""
+    def text(dtype) -> bool:
+        return dtype == object or isinstance(dtype, (pd.StringDtype, pd.CategoricalDtype))
 
+    def labels(index: pd.Index) -> pd.Index:
+        if isinstance(index, pd.MultiIndex):
+            return pd.MultiIndex.from_tuples([tuple(map(fn, t)) for t in index], names=index.names)
+        return pd.Index([fn(v) for v in index], name=index.name) if text(index.dtype) else index
 
-def _guard_labels(labels: pd.Index) -> pd.Index:
-    if isinstance(labels, pd.MultiIndex):
-        return pd.MultiIndex.from_tuples([tuple(map(_guard, t)) for t in labels], names=labels.names)
-    return pd.Index([_guard(v) for v in labels], name=labels.name) if _text(labels.dtype) else labels
-
-
-def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every text cell, text column name and text row label a spreadsheet would run as a formula (it starts
-    with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a number written as text such as ``-0.25``)
-    prefixed with a single quote, and one that starts with a quote given a second; numbers, numeric columns and all
-    other text are left as they are."""
     out = df.copy()
     for i in range(out.shape[1]):
-        if _text(out.iloc[:, i].dtype):
-            out.isetitem(i, out.iloc[:, i].astype(object).map(_guard))
-    out.columns, out.index = _guard_labels(out.columns), _guard_labels(out.index)
+        if text(out.iloc[:, i].dtype):
+            out.isetitem(i, out.iloc[:, i].map(fn))
+    out.columns, out.index = labels(out.columns), labels(out.index)
     return out
 
 
+def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text cell, column name and row label a spreadsheet would run as a formula (it starts with
+    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a number written as text such as ``-0.25``)
+    prefixed with a single quote, and one that starts with a quote given a second; all else is left as it is."""
+    return _map_text(df, _guard)
+
+
 def read_table(path: str | Path, **kwargs) -> pd.DataFrame:
-    """A CSV table of a run read back as the data it was written from: ``pd.read_csv`` (``kwargs`` passed on), then
-    the quote ``write_table`` put before a text cell or column name a spreadsheet would run as a formula taken off."""
-    df = pd.read_csv(path, **kwargs)
-    for i in range(df.shape[1]):
-        if _text(df.iloc[:, i].dtype):
-            df.isetitem(i, df.iloc[:, i].map(_unguard))
-    df.columns = [_unguard(c) for c in df.columns]
-    if _text(df.index.dtype):
-        df.index = pd.Index([_unguard(v) for v in df.index], name=df.index.name)
-    return df
+    """A run's CSV table as the data it was written: ``pd.read_csv(path, **kwargs)``, ``spreadsheet_safe`` undone."""
+    return _map_text(pd.read_csv(path, **kwargs), _unguard)
 
 
 def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool = False,
                 float_format: str = "%.3f") -> list[Path]:
-    """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically. In the CSV a text cell or label
-    that a spreadsheet would run as a formula is prefixed with a single quote (``spreadsheet_safe``); ``read_table``
-    reads it back as it was."""
+    """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically; the CSV ``spreadsheet_safe``
+    (``read_table`` reads it back as it was)."""
     stem = Path(stem)
     safe = spreadsheet_safe(df)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: safe.to_csv(p, index=index))]

@@ -61,7 +61,8 @@ URL_SAFE = re.compile(r"[A-Za-z0-9._/-]+")  # what a branch may hold to stand in
 def check_repository(repository) -> str:
     """``repository`` once it is ``owner/name`` as GitHub allows them; else a ValueError naming ``repository``."""
     owner, _, name = str(repository).partition("/")
-    if not (isinstance(repository, str) and OWNER.fullmatch(owner) and NAME.fullmatch(name) and name not in (".", "..")):
+    if not (isinstance(repository, str) and OWNER.fullmatch(owner) and NAME.fullmatch(name)
+            and name not in (".", "..")):
         raise ValueError(f"repository: must be owner/name as on GitHub (owner: letters, digits and single hyphens, "
                          f"at most 39; name: letters, digits, '.', '_', '-'), got {repository!r}")
     return repository

@@ -131,7 +131,8 @@ def _hint(name: str, v, type_name: str | None = None, default=None) -> str:
         return (f"; YAML reads {words[v]} as a boolean: give a number, e.g. -p {name} {example}"
                 + (" (its default)" if example == default else ""))
     if isinstance(v, bool) and not wants_list and (type_name == "str" or default is None):
-        return f"; YAML reads an unquoted {words[v]} as a boolean: quote it, e.g. -p {name} '\"{'Yes' if v else 'No'}\"'"
+        word = "Yes" if v else "No"
+        return f"; YAML reads an unquoted {words[v]} as a boolean: quote it, e.g. -p {name} '\"{word}\"'"
     if isinstance(v, bool) and not wants_list:
         return f"; YAML reads {words[v]} as a boolean: give a value such as its default, -p {name} {default}"
     if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
@@ -169,9 +170,11 @@ def non_finite(v):
 
 def check_value(name: str, v, type_name: str, default, source: str) -> None:
     """``v`` against the parameter's declared type (unannotated: against its default's kind) and its range."""
-    if non_finite(v) is not None:
-        raise ValueError(f"{name}: {source}: must be a finite number, got {non_finite(v)!r}{f' in {v!r}' if v is not non_finite(v) else ''} (NaN and "
-                         "infinity are not numbers a parameter can take)")
+    bad_number = non_finite(v)
+    if bad_number is not None:
+        inside = "" if v is bad_number else f" in {v!r}"
+        raise ValueError(f"{name}: {source}: must be a finite number, got {bad_number!r}{inside} (NaN and infinity "
+                         "are not numbers a parameter can take)")
     allowed = _allowed(type_name)
     bad = None
     if allowed is not None:

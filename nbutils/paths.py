@@ -317,9 +317,9 @@ def sample_copy(name: str) -> str:
 
 
 def check_not_sample(run: Path) -> None:
-    """A ValueError naming ``run_dir`` when ``run`` lies in a sample run that ships with the suite (``SAMPLES``): nothing
-    is generated, scored, merged, analysed or reported into one, so it stays what ``scripts/make_sample.sh`` made (that
-    script makes each sample in a folder of its own and moves it in place)."""
+    """A ValueError naming ``run_dir`` when ``run`` lies in a sample run that ships with the suite (``SAMPLES``):
+    nothing is generated, scored, merged, analysed or reported into one, so it stays what ``scripts/make_sample.sh``
+    made (that script makes each sample in a folder of its own and moves it in place)."""
     samples = (root() / SAMPLES).resolve()
     if not run.resolve().is_relative_to(samples):
         return
@@ -358,7 +358,8 @@ def check_model_folder(model: str, base: Path | None = None) -> None:
         raise ValueError(f"model: no such folder {local.absolute()}; a model given as a path must be a local folder in "
                          "Hugging Face format (config.json, weights, tokenizer), a hub id is owner/name")
     if not local.is_dir():
-        raise ValueError(f"model: {local.absolute()} is a file, not a model folder; give the folder holding config.json")
+        raise ValueError(f"model: {local.absolute()} is a file, not a model folder; give the folder holding "
+                         "config.json")
     if not (local / "config.json").is_file():
         raise ValueError(f"model: {local.absolute()} holds no config.json: it is not a model folder in Hugging Face "
                          "format (save one with model.save_pretrained(folder) and tokenizer.save_pretrained(folder))")

@@ -31,20 +31,27 @@ def _has_scores(run: Path) -> bool:
 
 
 def copy_sample(study: str) -> str:
-    """A working copy of ``study``'s sample run (``paths.sample_copy``, from the project root): its dataset, scores and
-    README copied there unless a copy with the same dataset is there already; returns its path."""
+    """A working copy of ``study``'s sample run (``paths.sample_copy``, from the project root): its dataset and score
+    files copied there unless a copy with the same dataset is there already; returns its path."""
     import shutil
 
     sample, dest = paths.resolve(sample_dir(study)), paths.sample_copy(Path(sample_dir(study)).name)
     target = paths.resolve(dest)
-    datasets = [s.dataset_file for s in studies.REGISTRY.values() if paths.dataset_path(sample, s.dataset_file).is_file()]
+    datasets = [s.dataset_file for s in studies.REGISTRY.values()
+                if paths.dataset_path(sample, s.dataset_file).is_file()]
     if target.exists() and all((target / d).is_file() and (target / d).read_bytes() == (sample / d).read_bytes()
                                for d in datasets):
         return dest
     if target.exists():
         raise ValueError(f"run_dir: {target} holds another run; move it away to analyse a fresh copy of {sample}")
-    shutil.copytree(sample, target, ignore=shutil.ignore_patterns(
-        "notebooks", "tables", "figures", "logs", ".lock", "summary.json", "*results.md", "report.html"))
+    paths.scores_dir(target).mkdir(parents=True)
+    for name in datasets:  # what the sample ships: its dataset, its score files, their sidecars
+        for f in (paths.dataset_path(sample, name), paths.sidecar(paths.dataset_path(sample, name))):
+            shutil.copy2(f, target / f.name)
+    for side in paths.score_sidecars(sample):
+        for f in (side, side.with_suffix(".parquet")):
+            if f.is_file():
+                shutil.copy2(f, paths.scores_dir(target) / f.name)
     return dest
 
 

@@ -107,7 +107,8 @@ def test_an_analysis_without_scores_names_the_sample_and_colab_uses_a_copy(tmp_p
     with pytest.raises(ValueError, match=r"is a sample run that ships with the suite"):  # read-only
         samples.run_dir_or_sample(SAMPLE, "monotonicity")
     root = tmp_path / "root"  # Colab's copies are written under the project root: a copy of the samples here
-    shutil.copytree(SAMPLES, root / "outputs" / "samples", ignore=shutil.ignore_patterns("tables", "figures", "notebooks"))
+    shutil.copytree(SAMPLES, root / "outputs" / "samples",
+                    ignore=shutil.ignore_patterns("tables", "figures", "notebooks"))
     monkeypatch.setenv(paths.ROOT_ENV, str(root))
     monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
     capsys.readouterr()

@@ -310,7 +310,8 @@ def check_rescore_margin(rescore_margin) -> None:
         return
     if (isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float))
             or not rescore_margin >= 0 or rescore_margin == float("inf")):  # NaN is not ≥ 0
-        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, got {rescore_margin!r}")
+        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, "
+                         f"got {rescore_margin!r}")
 
 
 # ---------------------------------------------------------------- the decisions, each in one function
