@@ -52,7 +52,7 @@ def rewrite(text: str, repository: str = REPOSITORY, branch: str = BRANCH) -> st
 
 
 # GitHub's rules: an owner is 1-39 letters, digits or single hyphens inside; a repository name is 1-100 letters,
-# digits, '.', '_' or '-', and not '.' or '..'
+# digits, '.', '_' or '-', not '.' or '..' and not ending in '.git'
 OWNER = re.compile(r"[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38}")
 NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 URL_SAFE = re.compile(r"[A-Za-z0-9._/-]+")  # what a branch may hold to stand in a badge's address as it is
@@ -62,9 +62,9 @@ def check_repository(repository) -> str:
     """``repository`` once it is ``owner/name`` as GitHub allows them; else a ValueError naming ``repository``."""
     owner, _, name = str(repository).partition("/")
     if not (isinstance(repository, str) and OWNER.fullmatch(owner) and NAME.fullmatch(name)
-            and name not in (".", "..")):
+            and name not in (".", "..") and not name.lower().endswith(".git")):
         raise ValueError(f"repository: must be owner/name as on GitHub (owner: letters, digits and single hyphens, "
-                         f"at most 39; name: letters, digits, '.', '_', '-'), got {repository!r}")
+                         f"at most 39; name: letters, digits, '.', '_', '-', not ending in .git), got {repository!r}")
     return repository
 
 

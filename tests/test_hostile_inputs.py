@@ -776,6 +776,7 @@ def fork(tmp_path, monkeypatch):
     ("--repository", "../..", "repository: must be owner/name"), ("--repository", "a/b/c", "repository:"),
     ("--repository", "-owner/x", "repository:"), ("--repository", "owner/..", "repository:"),
     ("--repository", "o" * 40 + "/x", "repository:"), ("--repository", "owner/a\"b", "repository:"),
+    ("--repository", "owner/name.git", "repository:"),
 ])
 def test_colab_links_refuses_a_bad_repository_or_branch_and_writes_nothing(fork, option, value, match, capsys):
     before = snapshot(fork)
