@@ -111,6 +111,8 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
         raise ValueError(f"notebook: {nb} is not a notebook file (.ipynb); give one of the suite's notebooks, such as "
                          "notebooks/monotonicity/01_generate.ipynb")
     check_parameters(notebook, params, "-p")
+    if isinstance(params.get("model"), str) and params["model"]:
+        paths.check_model_folder(params["model"], paths.root())  # before a kernel starts (it runs in the root)
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
     record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)

@@ -196,8 +196,6 @@ def check_value(name: str, v, type_name: str, default, source: str) -> None:
         raise ValueError(f"{name}: {source}: must be {check.allowed}, got {v!r}")
     if name == "run_dir":
         paths.check_run_dir(v)
-    if name == "model" and isinstance(v, str) and v:
-        paths.check_model_folder(v, paths.root())  # the notebooks run in the project root
 
 
 def check_values(notebook: str | Path, params: dict, source: str) -> None:

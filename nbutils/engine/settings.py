@@ -265,8 +265,6 @@ def validate(s: ScoreSettings) -> None:
     if not isinstance(s.model, str) or not s.model:
         raise ValueError(f"model: must be an embedded model ({', '.join(EMBEDDED)}), a Hugging Face hub id or a "
                          f"local folder, got {s.model!r}")
-    if s.model not in EMBEDDED:
-        paths.check_model_folder(s.model)
     if s.revision is not None and not isinstance(s.revision, str):
         raise ValueError(f"revision: must be a branch, tag or commit (text) or None, got {s.revision!r}")
     if s.quantization not in QUANTIZATION_CHOICES:
@@ -302,6 +300,8 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
     if s.pll_variant not in PLL_VARIANTS:
         raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {s.pll_variant!r}")
+    if s.model not in EMBEDDED:
+        paths.check_model_folder(s.model)  # last: every other value is said first, without a look at the disk
 
 
 def check_rescore_margin(rescore_margin) -> None:
