@@ -17,8 +17,25 @@ def _cli_params(notebook: str, pairs: list) -> dict:
     the text as typed, any other is read as YAML."""
     from . import parameters, paths
 
-    types = parameters.declared(notebook) if paths.resolve(notebook).is_file() else {}
+    nb = paths.resolve(notebook)
+    types = parameters.declared(notebook) if nb.suffix == ".ipynb" and nb.is_file() else {}
+    for k in dict.fromkeys(n for n, _ in pairs):
+        values = [v for n, v in pairs if n == k]
+        if len(values) > 1:
+            raise ValueError(f"{k}: -p gives it {len(values)} times ({', '.join(map(repr, values))}); give it once "
+                             "(a key given twice in a -f file is refused too)")
     return {k: parameters.from_cli(v, k, types.get(k, (None,))[0]) for k, v in pairs}
+
+
+def _count(text: str) -> int:
+    """An option's whole number ≥ 1 (argparse names the option when it is not)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
+    return n
 
 
 def _warn(line: str) -> None:
@@ -114,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     sw.add_argument("--run-dir", help="override the sweep file's run_dir")
     sw.add_argument("--dataset", help="dataset parameter file (params/<study>/datasets/*.yaml)")
     sw.add_argument("--model", action="append", dest="models", help="model parameter file; repeat for several")
-    sw.add_argument("--limit", type=int, help="score at most this many units per group (monotonicity: prompts per concept "
-                                              "and condition); stored beside full runs")
+    sw.add_argument("--limit", type=_count, help="score at most this many units per group (monotonicity: prompts per "
+                                                 "concept and condition); stored beside full runs")
     sw.add_argument("--kernel", help="Jupyter kernel name (default: the notebooks' python3)")
-    sw.add_argument("--n-boot", type=int, help="bootstrap resamples in the analysis")
+    sw.add_argument("--n-boot", type=_count, help="bootstrap resamples in the analysis")
     sw.add_argument("--executor", choices=["local", "submitit-local", "slurm"],
                     help="where the score notebooks run: here one after the other (local, the default), or one job "
                          "array per sweep through submitit (slurm; submitit-local runs the same jobs on this machine); "
@@ -132,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     mg = sub.add_parser("merge", help="join the shards of one model's scoring run")
     mg.add_argument("run_dir")
     mg.add_argument("slug", help="model slug, as in scores/{slug}.shard-I-of-N.parquet")
-    mg.add_argument("--limit", type=int, help="the limit of a limited sharded run")
+    mg.add_argument("--limit", type=_count, help="the limit of a limited sharded run")
     mg.add_argument("--overwrite", action="store_true")
     rp = sub.add_parser("report", help="write {run_dir}/report.html from the run's executed analysis (no code)")
     rp.add_argument("run_dir")
@@ -189,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "colab-links":
             from . import colab, paths
 
-            changed = colab.sync(paths.repo_root(), args.repository or colab.REPOSITORY, args.branch or colab.BRANCH)
+            changed = colab.sync(paths.repo_root(), colab.REPOSITORY if args.repository is None else args.repository,
+                                 colab.BRANCH if args.branch is None else args.branch)
             print("\n".join(f"rewrote {p}" for p in changed) or "every badge and setup cell already points there")
             return 0
         from .runstore import merge_shards

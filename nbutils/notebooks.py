@@ -24,7 +24,13 @@ def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "pa
         raise ValueError(f"{what}: {p} does not exist")
     if not p.is_file():
         raise ValueError(f"{what}: {p} is not a file")
-    data = artifacts.read_yaml(p.read_text(), f"{what}: {p}") or {}
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ValueError(f"{what}: {p} is not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); "
+                         "save it as UTF-8") from None
+    data = artifacts.read_yaml(text, f"{what}: {p}") or {}
     if not isinstance(data, dict):
         raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
     if allowed is not None and set(data) - allowed:
@@ -101,10 +107,16 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     nb = paths.resolve(notebook)
     if not nb.exists():
         raise ValueError(f"notebook: {nb} does not exist")
+    if nb.suffix != ".ipynb" or not nb.is_file():
+        raise ValueError(f"notebook: {nb} is not a notebook file (.ipynb); give one of the suite's notebooks, such as "
+                         "notebooks/monotonicity/01_generate.ipynb")
     check_parameters(notebook, params, "-p")
+    if isinstance(params.get("model"), str) and params["model"]:
+        paths.check_model_folder(params["model"], paths.root())  # before a kernel starts (it runs in the root)
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
-    out = check_output(output, nb) if output else paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
+    out = check_output(output, nb, record) if output else record
     if run_dir is None:
         execute(notebook, out, params, kernel)
         return out
@@ -113,10 +125,18 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     return out
 
 
-def check_output(output: str, source: Path) -> Path:
+def check_output(output: str, source: Path, record: Path | None = None) -> Path:
     """The output notebook of ``nbutils run``, once it is a new or executed notebook: an ``.ipynb`` file that is not
-    the source notebook, not a notebook of the checkout's ``notebooks/`` and not a data file of a run."""
+    the source notebook, not a notebook of the checkout's ``notebooks/``, not a data file of a run, and not in a run's
+    ``notebooks/`` unless it is this step's own record there (``record``: the run's executed copy of this notebook)."""
     out = paths.resolve(output)
+    folder = out.absolute().parent
+    own = record is not None and out.absolute() == Path(record).absolute()
+    if folder.name == "notebooks" and not own and (paths.is_run(folder.parent) or (
+            record is not None and folder == Path(record).absolute().parent)):
+        raise ValueError(f"output: {out} is among the executed notebooks of the run {folder.parent}, each the record "
+                         f"of how a step of that run was made; name a file outside it, or leave OUTPUT out "
+                         f"(this step's record: {record})")
     if out.suffix != ".ipynb":
         raise ValueError(f"output: {out} is not a notebook file (.ipynb); the executed copy never replaces a run's "
                          "data, tables or figures: name a new .ipynb file, or leave OUTPUT out for "

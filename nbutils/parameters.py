@@ -75,7 +75,13 @@ def _inspect(path: str, mtime: float) -> dict[str, tuple[str, object]]:
     import papermill as pm
 
     out = {}
-    for name, p in pm.inspect_notebook(path).items():
+    try:
+        found = pm.inspect_notebook(path)
+    except Exception as err:  # noqa: BLE001 - nbformat raises several kinds for a file that is not a notebook
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
+        raise ValueError(f"notebook: {path} cannot be read as a notebook ({first}); give a whole .ipynb file (a "
+                         "notebook of the suite, or git checkout -- <file> to restore one)") from None
+    for name, p in found.items():
         try:
             default = ast.literal_eval(p.get("default") or "None")
         except (ValueError, SyntaxError):
@@ -114,11 +120,30 @@ def _kind(v) -> str:
     return {bool: "a boolean", type(None): "null", dict: "a mapping", list: "a list"}.get(type(v), type(v).__name__)
 
 
-def _hint(name: str, v) -> str:
+def _hint(name: str, v, type_name: str | None = None, default=None) -> str:
+    """What to type instead, for a value YAML read as another type than the parameter's (its declared type, else its
+    default's kind, says which words to suggest)."""
     words = {True: "Yes/True/on", False: "No/False/off"}
+    wants_list = type_name == "list" or isinstance(default, list)
+    number = type_name in ("int", "float") or (isinstance(default, (int, float)) and not isinstance(default, bool))
+    if isinstance(v, bool) and number:
+        example = default if isinstance(default, (int, float)) and not isinstance(default, bool) else "N"
+        return (f"; YAML reads {words[v]} as a boolean: give a number, e.g. -p {name} {example}"
+                + (" (its default)" if example == default else ""))
+    if isinstance(v, bool) and not wants_list and (type_name == "str" or default is None):
+        word = "Yes" if v else "No"
+        return f"; YAML reads an unquoted {words[v]} as a boolean: quote it, e.g. -p {name} '\"{word}\"'"
+    if isinstance(v, bool) and not wants_list:
+        return f"; YAML reads {words[v]} as a boolean: give a value such as its default, -p {name} {default}"
     if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
         return (f"; YAML reads an unquoted {'/'.join(words[b] for b in (True, False))} as a boolean: quote each word, "
                 f"e.g. -p {name} '[\"Yes\", \"No\"]'")
+    if number and isinstance(v, str) and _number(v) is not None:
+        n = _number(v)
+        full = int(n) if type_name == "int" and n == int(n) else n
+        return f"; YAML reads {v!r} as text, not a number (it wants 1.0e+3, not 1e3): write it as -p {name} {full}"
+    if type_name == "int" and isinstance(v, float):
+        return f"; give a whole number, e.g. -p {name} {round(v) if v == v and abs(v) != float('inf') else 1}"
     if isinstance(v, dict):
         return f"; YAML reads 'key: value' as a mapping: quote it, e.g. -p {name} '\"a: b\"'"
     if v is None:
@@ -126,8 +151,30 @@ def _hint(name: str, v) -> str:
     return "; quote it to give text"
 
 
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def non_finite(v):
+    """The first NaN or infinity in ``v`` (a number, or one inside a list or mapping), else None."""
+    import math
+
+    if isinstance(v, float) and not math.isfinite(v):
+        return v
+    inner = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else ()
+    return next((x for x in map(non_finite, inner) if x is not None), None)
+
+
 def check_value(name: str, v, type_name: str, default, source: str) -> None:
     """``v`` against the parameter's declared type (unannotated: against its default's kind) and its range."""
+    bad_number = non_finite(v)
+    if bad_number is not None:
+        inside = "" if v is bad_number else f" in {v!r}"
+        raise ValueError(f"{name}: {source}: must be a finite number, got {bad_number!r}{inside} (NaN and infinity "
+                         "are not numbers a parameter can take)")
     allowed = _allowed(type_name)
     bad = None
     if allowed is not None:
@@ -143,7 +190,7 @@ def check_value(name: str, v, type_name: str, default, source: str) -> None:
             and all(isinstance(x, str) for x in default) and any(isinstance(x, bool) or x is None for x in v):
         bad = f"must be a list of texts (its default is {default!r})"
     if bad:
-        raise ValueError(f"{name}: {source}: {bad}, got {_kind(v)} {v!r}{_hint(name, v)}")
+        raise ValueError(f"{name}: {source}: {bad}, got {_kind(v)} {v!r}{_hint(name, v, type_name, default)}")
     check = RANGES.get(name)
     if check is not None and not (v is None and default is None and type_name != "int") and not check(v):
         raise ValueError(f"{name}: {source}: must be {check.allowed}, got {v!r}")

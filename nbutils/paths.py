@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 
 ROOT_ENV = "NBUTILS_ROOT"
+SAMPLES = "outputs/samples"  # the scored sample runs that ship (scripts/make_sample.sh makes them): read-only
 SHIPPED = ("notebooks", "params")  # top-level folders of the repository that are also packed into the package
 BUNDLED = Path(__file__).resolve().parent / "_bundled"  # their packed copy (present in a built wheel only)
 
@@ -258,6 +259,12 @@ def executed_notebook(run_dir, notebook: str, slug: str | None = None) -> Path:
     return notebooks_dir(run_dir) / (f"{stem}__{slug}.ipynb" if slug else f"{stem}.ipynb")
 
 
+def is_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run: a ``scores/`` folder, a lock, a summary, or a Parquet file with its sidecar."""
+    return ((folder / "scores").is_dir() or lock_path(folder).exists() or summary_path(folder).is_file()
+            or any(sidecar(p).is_file() for p in folder.glob("*.parquet")))
+
+
 def legacy_executed_notebook(run_dir, notebook: str) -> Path:
     """Where runs made before each study's executed notebooks had their own names kept ``notebook``'s copy
     (``notebooks/03_analyze.ipynb`` for every study's analysis): read only after checking which notebook it is."""
@@ -292,12 +299,70 @@ def check_run_dir(run_dir) -> Path:
     if not text.strip():
         raise ValueError(f"run_dir: must be a non-empty path; an empty one would resolve to the project root {root()}; "
                          "name a folder such as outputs/my_run")
+    check_name_lengths(root() / Path(text).expanduser(), "run_dir")
     run = resolve(text)
+    if run.exists() and not run.is_dir():
+        raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
+    check_not_sample(run)
     here = root().resolve()
     if run.resolve() == here or run.resolve() in here.parents:
         raise ValueError(f"run_dir: {text!r} resolves to {run.resolve()}, the project root or a folder above it; name a "
                          "folder of its own such as outputs/my_run")
     return run
+
+
+def sample_copy(name: str) -> str:
+    """Where a copy of the sample run ``name`` is worked on (a path from the project root)."""
+    return f"outputs/{name}_sample"
+
+
+def check_not_sample(run: Path) -> None:
+    """A ValueError naming ``run_dir`` when ``run`` lies in a sample run that ships with the suite (``SAMPLES``):
+    nothing is generated, scored, merged, analysed or reported into one, so it stays what ``scripts/make_sample.sh``
+    made (that script makes each sample in a folder of its own and moves it in place)."""
+    samples = (root() / SAMPLES).resolve()
+    if not run.resolve().is_relative_to(samples):
+        return
+    parts = run.resolve().relative_to(samples).parts
+    name = parts[0] if parts else "<study>"
+    raise ValueError(f"run_dir: {run} is a sample run that ships with the suite ({SAMPLES}/ is read-only, so it stays "
+                     f"what scripts/make_sample.sh made); work on a copy: `cp -r {SAMPLES}/{name} "
+                     f"{sample_copy(name)}`, then run_dir {sample_copy(name)}")
+
+
+def check_name_lengths(path: Path, what: str) -> Path:
+    """``path`` once each of its names fits the file system (``NAME_MAX`` where the path starts to be missing, else
+    255 bytes); else a ValueError naming ``what`` and the name too long."""
+    try:
+        limit = os.pathconf(next(p for p in path.parents if p.is_dir()), "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError, StopIteration):
+        limit = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(f"{what}: the name {part[:40]!r}… is {len(os.fsencode(part))} bytes long; this file "
+                             f"system allows {limit} per folder or file name: choose a shorter one")
+    return path
+
+
+def check_model_folder(model: str, base: Path | None = None) -> None:
+    """A model given as a path (it starts with '/', '.' or '~', has more than one '/', or its first part is a folder)
+    must be a folder in Hugging Face format: else "no such folder" naming ``model``, before the hub is asked. A relative
+    path is taken from ``base`` (default: the working directory, as transformers takes it)."""
+    local = Path(model).expanduser()
+    local = local if local.is_absolute() or base is None else Path(base) / local
+    parts = Path(model).parts
+    if not (model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model or local.exists()
+            or (len(parts) > 1 and local.parents[len(parts) - 2].is_dir())):
+        return  # an embedded model's name or a hub id (owner/name)
+    if not local.exists():
+        raise ValueError(f"model: no such folder {local.absolute()}; a model given as a path must be a local folder in "
+                         "Hugging Face format (config.json, weights, tokenizer), a hub id is owner/name")
+    if not local.is_dir():
+        raise ValueError(f"model: {local.absolute()} is a file, not a model folder; give the folder holding "
+                         "config.json")
+    if not (local / "config.json").is_file():
+        raise ValueError(f"model: {local.absolute()} holds no config.json: it is not a model folder in Hugging Face "
+                         "format (save one with model.save_pretrained(folder) and tokenizer.save_pretrained(folder))")
 
 
 def check_plain_name(name, what: str) -> str:

@@ -133,7 +133,7 @@ def _executed(run: Path, analyze: str) -> Path:
         return executed
     legacy = paths.legacy_executed_notebook(run, analyze)
     if legacy.is_file():
-        ran = _input_path(legacy)
+        ran = _input_path(legacy, f"`python -m nbutils run {analyze} -p run_dir {run}`")
         if ran and Path(ran).as_posix().endswith(analyze):
             return legacy
         raise ReportError(f"report: {legacy} is the executed copy of {ran or 'an unknown notebook'}, not of {analyze}; "
@@ -142,20 +142,28 @@ def _executed(run: Path, analyze: str) -> Path:
                       f"`python -m nbutils run {analyze} -p run_dir {run}` (a sweep runs it for you)")
 
 
-def _input_path(executed: Path) -> str | None:
+def _input_path(executed: Path, again: str) -> str | None:
+    return (_notebook(executed, again).metadata.get("papermill") or {}).get("input_path")
+
+
+def _notebook(executed: Path, again: str):
+    """An executed notebook read; one cut short (a full disk, a killed writer) or damaged is a ReportError naming it."""
     import nbformat
 
-    return ((nbformat.read(executed, as_version=4).metadata.get("papermill") or {}).get("input_path"))
+    try:
+        return nbformat.read(executed, as_version=4)
+    except Exception as err:  # noqa: BLE001 - nbformat raises several kinds (NotJSONError, ValidationError, …)
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        raise ReportError(f"report: {executed} is not a whole notebook ({first}): it was cut short (a full disk or a "
+                          f"process stopped while writing it), so the analysis did not finish; run {again}") from None
 
 
 def _read(executed: Path, notebook: str, run: Path):
     """An executed notebook, checked to be ``notebook`` run by papermill to its end; left out: stderr streams
     (warnings, progress bars), results shown only as a Python repr (a list or a dict, not a table or figure) and the
     Colab badge."""
-    import nbformat
-
-    nb = nbformat.read(executed, as_version=4)
     again = f"`python -m nbutils run {notebook} -p run_dir {run}`"
+    nb = _notebook(executed, f"{again} again")
     pm = nb.metadata.get("papermill") or {}
     if not pm:
         raise ReportError(f"report: {executed} was not run by papermill, so nothing says it ran to its end; run {again}")

@@ -51,6 +51,23 @@ def _read(lock: Path) -> dict:
     return held if isinstance(held, dict) else {}
 
 
+def _not_a_lock(lock: Path) -> str | None:
+    """What lies at ``lock`` in words when it is not a lock record this suite wrote (a folder, a link, an empty or
+    unreadable file); None for a record naming a PID and a host."""
+    if lock.is_symlink():
+        return f"a symbolic link to {os.readlink(lock)}" + ("" if lock.exists() else " (which does not exist)")
+    if lock.is_dir():
+        return "a folder"
+    if not lock.is_file():
+        return "neither a file nor a folder" if lock.exists() else None
+    held = _read(lock)
+    if isinstance(held.get("pid"), int) and held.get("host"):
+        return None
+    size = lock.stat().st_size
+    return ("an empty file (a process may be taking the lock this instant: try again in a moment)" if not size
+            else f"a file of {size} bytes that is not a lock record (no pid and host in it)")
+
+
 def holder_line(held: dict) -> str:
     """Who holds a lock, in words: PID, host, command and start time."""
     cmd = held.get("command")
@@ -77,6 +94,11 @@ def hold(run_dir, what: str = "writing"):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except FileExistsError:
+            odd = _not_a_lock(lock)
+            if odd:
+                raise LockedError(f"run_dir: the lock {lock} is {odd}, not a lock this suite wrote; nothing was "
+                                  f"written to {lock.parent}: when no process of this suite is using that run, "
+                                  f"remove it (rm -r '{lock}') and run again") from None
             held = _read(lock)
             if held.get("host") == me["host"] and isinstance(held.get("pid"), int) and not _alive(held["pid"]):
                 print(f"[lock] taking over a stale lock on {lock.parent} (pid {held['pid']} is gone; it ran "

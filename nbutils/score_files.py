@@ -10,7 +10,7 @@ import pandas as pd
 
 from . import artifacts, paths, runlock
 from .artifacts import OverwriteError
-from .run_dataset import read_dataset, select_limit
+from .run_dataset import check_int, read_dataset, select_limit
 from .spec import DatasetSpec
 
 # The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
@@ -172,6 +172,11 @@ def merge_shards(run_dir, slug: str, limit: int | None = None, overwrite: bool =
     """Join all shards of one model into the file an unsharded run writes (rows in dataset order), holding the run's
     lock."""
     paths.check_plain_name(slug, "slug")
+    if limit is not None:
+        check_int("limit", limit, 1)
+    if not paths.check_run_dir(run_dir).is_dir():
+        raise ValueError(f"run_dir: {paths.resolve(run_dir)} does not exist; give the run directory the shards were "
+                         "scored into")
     with runlock.hold(run_dir, "merging shards into it"):
         return _merge_shards(run_dir, slug, limit, overwrite)
 

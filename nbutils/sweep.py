@@ -123,16 +123,25 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     source = str(sweep_file or "the sweep")
     executor = executors.check_executor(executor or cfg.get("executor") or "local", source)
     cluster_cfg = executors.check_cluster(cfg.get("cluster"), source)
-    record = studies.get(study or cfg.get("study", studies.DEFAULT))
+    _check_kinds(cfg, source)
+    for option, given in (("--study", study), ("--dataset", dataset), ("--kernel", kernel),
+                          *(("--model", m) for m in models or ())):
+        if given is not None and not str(given).strip():
+            raise ValueError(f"{option}: must not be empty (an unset shell variable?); leave the option out to use "
+                             f"the sweep file's value")
+    if run_dir is not None:
+        paths.check_run_dir(run_dir)  # an empty --run-dir is refused as an empty run_dir is, not replaced by the file's
+    record = studies.get(study if study is not None else cfg.get("study", studies.DEFAULT))
     nbs = record.notebooks
-    run_dir = run_dir or cfg.get("run_dir")
-    dataset = dataset or cfg.get("dataset")
+    run_dir = run_dir if run_dir is not None else cfg.get("run_dir")
+    dataset = dataset if dataset is not None else cfg.get("dataset")
     models = list(models or cfg.get("models") or [])
+    for option, number in (("--limit", limit), ("--n-boot", n_boot)):
+        if number is not None:
+            runstore.check_int(option, number, 1)
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
-    run = paths.check_run_dir(run_dir)
-    if run.exists() and not run.is_dir():
-        raise ValueError(f"run_dir: {run} is a file; give a folder (it is created if missing)")
+    run = paths.check_run_dir(run_dir)  # a file, the root, an empty path or a name too long are refused there
     # every parameter file is checked against its notebook before anything runs
     ds = load_yaml(dataset, None, "dataset")
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
@@ -255,6 +264,21 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     report.failed.update(bad)
     for slug, err in bad.items():
         print(f"[sweep] FAILED score {slug}: {err}", flush=True)
+
+
+def _check_kinds(cfg: dict, source: str) -> None:
+    """Each value of a sweep file is of its kind: ``study``, ``run_dir`` and ``dataset`` a text, ``models`` a list of
+    texts (paths of model files), ``analyze`` a mapping; else a ValueError naming the key and the file."""
+    def bad(key: str, what: str) -> ValueError:
+        return ValueError(f"sweep: {source}: `{key}` must be {what}, got {type(cfg[key]).__name__} {cfg[key]!r}")
+
+    for key in ("study", "run_dir", "dataset"):
+        if key in cfg and not isinstance(cfg[key], str):
+            raise bad(key, "a text (a name or a path)")
+    if "models" in cfg and not (isinstance(cfg["models"], list) and all(isinstance(m, str) for m in cfg["models"])):
+        raise bad("models", "a list of model parameter files, e.g. [params/models/smollm2-135m-instruct.yaml]")
+    if cfg.get("analyze") is not None and not isinstance(cfg["analyze"], dict):
+        raise bad("analyze", "a mapping of the analysis notebook's parameters")
 
 
 class SweepFailed(RuntimeError):

@@ -7,7 +7,8 @@
 #   bash scripts/make_sample.sh                  # every study: monotonicity negation personas custom
 #   bash scripts/make_sample.sh negation custom  # only these
 #
-# Each sample replaces outputs/samples/<study>/ as a whole (it says so).
+# Each sample replaces outputs/samples/<study>/ as a whole (it says so). It is made in a folder of its own and moved in
+# place: the samples are read-only to every writer of the suite (nbutils refuses to write into outputs/samples/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -459,7 +459,8 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
 
     assert _cli_params(GENERATE, [("run_dir", "outputs/run #2"), ("seed", "3")]) == {"run_dir": "outputs/run #2",
                                                                                       "seed": 3}
-    assert _cli_params(GENERATE, [("run_dir", "x: 1"), ("run_dir", "'quoted: text'")]) == {"run_dir": "quoted: text"}
+    assert _cli_params(GENERATE, [("run_dir", "x: 1")]) == {"run_dir": "x: 1"}
+    assert _cli_params(GENERATE, [("run_dir", "'quoted: text'")]) == {"run_dir": "quoted: text"}
     target = tmp_path / "run #2"
     code, err = _cli(["run", GENERATE, "-p", "run_dir", str(target)], capsys)
     assert code == 0, err
@@ -750,3 +751,372 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
     with pytest.raises(OSError, match="full"):  # not a write: json.dumps failing is not the disk
         artifacts.write_json({"new": True}, summary)
     assert artifacts.read_json(summary) == {"old": True}
+
+
+# ---------------------------------------------------------------- colab-links: nothing refused is half-written
+
+@pytest.fixture()
+def fork(tmp_path, monkeypatch):
+    """A copy of the checkout's notebooks, README, docs and mkdocs.yml that `colab-links` rewrites."""
+    import shutil
+
+    fork = tmp_path / "fork"
+    shutil.copytree(ROOT / "notebooks", fork / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "docs", fork / "docs", ignore=shutil.ignore_patterns("img"))
+    for name in ("README.md", "mkdocs.yml"):
+        shutil.copy2(ROOT / name, fork / name)
+    monkeypatch.setattr(paths, "repo_root", lambda: fork)
+    return fork
+
+
+@pytest.mark.parametrize("option, value, match", [
+    ("--branch", 'x"y', "branch: must be a git branch name"), ("--branch", "dev/x?y=1#frag", "branch:"),
+    ("--branch", "a..b", "branch:"), ("--branch", "-x", "branch:"), ("--branch", "x.lock", "branch:"),
+    ("--branch", "dev/", "branch:"), ("--branch", "a b", "branch:"), ("--branch", "", "branch:"),
+    ("--repository", "../..", "repository: must be owner/name"), ("--repository", "a/b/c", "repository:"),
+    ("--repository", "-owner/x", "repository:"), ("--repository", "owner/..", "repository:"),
+    ("--repository", "o" * 40 + "/x", "repository:"), ("--repository", "owner/a\"b", "repository:"),
+    ("--repository", "owner/name.git", "repository:"),
+])
+def test_colab_links_refuses_a_bad_repository_or_branch_and_writes_nothing(fork, option, value, match, capsys):
+    before = snapshot(fork)
+    code, err = _cli(["colab-links", f"{option}={value}"], capsys)
+    assert code == 2 and match in err and repr(value) in err, err
+    assert snapshot(fork) == before
+
+
+def test_colab_links_keeps_every_notebook_a_notebook_and_can_point_back(fork, capsys):
+    import nbformat
+
+    before = snapshot(fork)
+    assert _cli(["colab-links", "--repository", "some-one/probes.fork", "--branch", "dev/x_1.2"], capsys)[0] == 0
+    for nb in fork.joinpath("notebooks").rglob("*.ipynb"):
+        cells = nbformat.read(nb, as_version=4).cells
+        assert colab_links(cells[0].source) == [("some-one/probes.fork", "dev/x_1.2", nb.relative_to(fork).as_posix())]
+    assert _cli(["colab-links"], capsys)[0] == 0
+    assert snapshot(fork) == before
+
+
+def colab_links(text):
+    from nbutils import colab
+
+    return colab.badge_links(text)
+
+
+def test_colab_links_does_not_follow_a_link_out_of_the_repository(fork, tmp_path, capsys):
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    (fork / "docs" / "linked.md").symlink_to(outside)
+    before, kept = snapshot(fork), outside.read_text(encoding="utf-8")
+    code, err = _cli(["colab-links", "--repository", "someone/fork"], capsys)
+    assert code == 2 and "linked.md is a symbolic link to" in err and "outside the repository" in err, err
+    assert snapshot(fork) == before and outside.read_text(encoding="utf-8") == kept
+
+
+# ---------------------------------------------------------------- numbers are finite, options checked, nothing twice
+
+SCORE = "notebooks/score.ipynb"
+
+
+@pytest.mark.parametrize("notebook, name, value", [
+    (SCORE, "rescore_margin", ".nan"), (SCORE, "rescore_margin", ".inf"), (SCORE, "rescore_margin", ".NaN"),
+    ("notebooks/personas/01_generate.ipynb", "logic_share", ".nan"),
+    ("notebooks/cues/01_profile.ipynb", "alpha", ".Inf"),
+])
+def test_nan_and_infinity_are_refused_by_name(run, notebook, name, value, no_notebook_runs, capsys):
+    before = snapshot(run)
+    code, err = _cli(["run", notebook, "-p", "run_dir", str(run), "-p", name, value], capsys)
+    assert code == 2 and f"error: {name}: -p: must be a finite number, got " in err, err
+    f = run.parent / "params.yaml"
+    f.write_text(f"{name}: {value}\n")
+    code, err = _cli(["run", notebook, "-f", str(f), "-p", "run_dir", str(run)], capsys)
+    assert code == 2 and f"error: {name}: " in err and "must be a finite number" in err, err
+    assert snapshot(run) == before and not no_notebook_runs
+
+
+def test_nan_in_a_sweep_file_and_in_the_settings_is_refused(run, tmp_path):
+    from nbutils.engine import settings
+
+    model = tmp_path / "m.yaml"
+    model.write_text("model: org/m\nrescore_margin: .nan\n")
+    ds = yaml_file(tmp_path, "ds.yaml", GOOD)
+    refused(run, lambda: run_sweep(run_dir=str(run), dataset=ds, models=[str(model)]),
+            r"^rescore_margin: model .*m.yaml: must be a finite number, got nan")
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"^rescore_margin: must be 'auto' \(calibrated\) or a finite number"):
+            settings.check_rescore_margin(bad)
+
+
+def test_a_parameter_given_twice_with_p_is_refused(run, no_notebook_runs, capsys):
+    before = snapshot(run)
+    code, err = _cli(["run", GENERATE, "-p", "run_dir", str(run), "-p", "seed", "1", "-p", "seed", "2"], capsys)
+    assert code == 2 and "error: seed: -p gives it 2 times ('1', '2'); give it once" in err, err
+    assert snapshot(run) == before and not no_notebook_runs
+
+
+@pytest.mark.parametrize("option", ["--run-dir", "--dataset", "--study", "--model"])
+def test_an_empty_sweep_option_is_refused_not_replaced_by_the_file(tmp_path, monkeypatch, option, no_notebook_runs,
+                                                                   capsys):
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    f = yaml_file(tmp_path, "s.yaml", {"run_dir": "outputs/r", "dataset": yaml_file(tmp_path, "ds.yaml", GOOD),
+                                       "models": [yaml_file(tmp_path, "m.yaml", {"model": "org/m"})]})
+    code, err = _cli(["sweep", f, f"{option}="], capsys)
+    assert code == 2 and ("run_dir: must be a non-empty path" if option == "--run-dir"
+                          else f"{option}: must not be empty") in err, err
+    assert not no_notebook_runs and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv", [["sweep", "params/demo.yaml", "--limit", "-1"], ["sweep", "params/demo.yaml",
+                                  "--limit", "0"], ["sweep", "params/demo.yaml", "--n-boot", "0"],
+                                  ["merge", "outputs/x", "m", "--limit", "-1"],
+                                  ["merge", "outputs/x", "m", "--limit=x"]])
+def test_every_number_option_is_range_checked(argv, capsys):
+    from nbutils.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and "must be an integer ≥ 1" in capsys.readouterr().err
+
+
+def test_merge_and_the_sweep_check_their_limit_when_called_from_python(run, tmp_path):
+    refused(run, lambda: runstore.merge_shards(run, "m", limit=-1), r"^limit: must be an integer ≥ 1, got -1")
+    refused(run, lambda: run_sweep(run_dir=str(run), dataset="x", models=["y"], limit=0), r"^--limit: must be")
+
+
+def test_a_boolean_for_a_number_suggests_a_number(run, no_notebook_runs, capsys):
+    code, err = _cli(["run", ANALYZE, "-p", "run_dir", str(run), "-p", "n_boot", "true"], capsys)
+    assert code == 2 and "give a number, e.g. -p n_boot 2000 (its default)" in err and '"Yes"' not in err, err
+    code, err = _cli(["run", SCORE, "-p", "run_dir", str(run), "-p", "batch_size", "on"], capsys)
+    assert code == 2 and "give a value such as its default, -p batch_size auto" in err, err
+
+
+# ---------------------------------------------------------------- errors that say what is wrong and what to do
+
+@pytest.mark.parametrize("plant, found", [
+    (lambda lock: lock.mkdir(), "is a folder"),
+    (lambda lock: lock.write_text("garbage\x00"), "is a file of 8 bytes that is not a lock record"),
+    (lambda lock: lock.write_text('{"pid": "x"}'), "is a file of 12 bytes that is not a lock record"),
+    (lambda lock: lock.write_text(""), "is an empty file"),
+    (lambda lock: lock.symlink_to(lock.parent / "gone"), r"is a symbolic link to .*gone \(which does not exist\)"),
+])
+def test_a_lock_that_is_not_a_lock_record_is_named_with_what_is_there(run, plant, found, capsys):
+    lock = paths.lock_path(run)
+    plant(lock)
+    refused(run, _writers(run)["merge"], rf"^run_dir: the lock {lock} {found}.*remove it \(rm -r '{lock}'\)",
+            RuntimeError)
+    code, err = _cli(["merge", str(run), "some-model"], capsys)
+    assert code == 2 and "None" not in err and str(lock) in err, err
+
+
+def test_a_file_or_a_name_too_long_as_run_dir_is_said_in_words(run, tmp_path, capsys):
+    a_file = run / "notes.txt"
+    a_file.write_text("mine")
+    code, err = _cli(["merge", str(a_file), "some-model"], capsys)
+    assert code == 2 and f"run_dir: {a_file} is a file; give a folder" in err and "Errno" not in err, err
+    long = tmp_path / ("r" * 300)
+    code, err = _cli(["merge", str(long), "some-model"], capsys)
+    assert code == 2 and "run_dir: the name 'rrrr" in err and "300 bytes long" in err and "Errno" not in err, err
+    with pytest.raises(ValueError, match="300 bytes long; this file system allows 255"):
+        mono.write_prompts(mono.generate_prompts(**GOOD), long, GOOD)
+    assert a_file.read_text() == "mine" and not list(tmp_path.glob("rrr*"))
+
+
+@pytest.mark.parametrize("model, said", [
+    ("/no/such/model", "no such folder /no/such/model"), ("./models/mine", "no such folder"),
+    ("a/b/c", "no such folder"), (__file__, "is a file, not a model folder"), ("/", "holds no config.json"),
+])
+def test_a_missing_local_model_is_no_such_folder_before_the_hub_is_asked(run, model, said):
+    from nbutils.engine.settings import ScoreSettings
+
+    refused(run, lambda: models.load_model(model), rf"^model: .*{said}")
+    with pytest.raises(ValueError, match=rf"^model: .*{said}"):
+        ScoreSettings(model=model)
+
+
+def test_a_report_on_a_cut_off_analysis_names_the_file_and_says_it_did_not_finish(run, capsys):
+    from nbutils.report import ReportError, write_report
+
+    nb = paths.executed_notebook(run, ANALYZE)
+    nb.parent.mkdir(parents=True)
+    nb.write_text('{"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Resu')  # the disk filled up
+    refused(run, lambda: write_report(run, "monotonicity"), rf"^report: {nb} is not a whole notebook .*cut short.*"
+            r"the analysis did not finish; run `python -m nbutils run notebooks/monotonicity/03_analyze.ipynb",
+            ReportError)
+    code, err = _cli(["report", str(run)], capsys)
+    assert code == 2 and str(nb) in err and "did not finish" in err, err
+
+
+# ---------------------------------------------------------------- text from a user's file cannot run in a spreadsheet
+
+HOSTILE_GROUPS = ("=HYPERLINK(\"http://x\",\"y\")", "@SUM(1+1)", "+1+1", "-2+3", "\tcmd", "'quoted")
+
+
+def _formula_cells(folder) -> list[str]:
+    """Every CSV cell under ``folder`` a spreadsheet would run as a formula: text that starts with = + - @ tab or CR
+    and is not a number."""
+    import csv
+
+    bad = []
+    for f in sorted(folder.rglob("*.csv")):
+        for row in csv.reader(f.open(encoding="utf-8", newline="")):
+            for cell in row:
+                try:
+                    float(cell)
+                except ValueError:
+                    if cell.startswith(artifacts.FORMULA_START):
+                        bad.append(f"{f.name}: {cell!r}")
+    return bad
+
+
+def test_a_table_with_formula_text_is_written_safe_and_reads_back_the_same(tmp_path):
+    df = pd.DataFrame({"group": list(HOSTILE_GROUPS), "n": range(6), "diff": [-1.5, 2.0, -0.25, 0.0, -3.0, 1.0],
+                       "note": ["a", None, "-", "=", "-0.25", "@"]})  # "-0.25": a number written as text
+    wide = df.set_index("group")[["diff"]].T  # group values as column names, as a pivot makes them
+    artifacts.write_table(df, tmp_path / "t")
+    artifacts.write_table(wide, tmp_path / "w", index=True)
+    assert _formula_cells(tmp_path) == []
+    text = (tmp_path / "t.csv").read_text(encoding="utf-8")
+    assert "-1.5" in text and "'-" in text and "'-0.25" not in text and "'+1+1" in text  # numbers stay, formulas quoted
+    pd.testing.assert_frame_equal(artifacts.read_table(tmp_path / "t.csv"), df)
+    back = artifacts.read_table(tmp_path / "w.csv", index_col=0)
+    assert list(back.columns) == list(HOSTILE_GROUPS) and back.to_numpy().tolist() == wide.to_numpy().tolist()
+
+
+def test_a_custom_analysis_of_groups_named_like_formulas_writes_no_formula(tmp_path):
+    import numpy as np
+
+    from nbutils.studies.custom import analysis
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for g in HOSTILE_GROUPS:
+        for i in range(12):
+            gold, choice = ("Yes", "No")[i % 2], ("Yes", "No")[rng.integers(2)]
+            rows.append({"model": "m", "row_id": f"{g}::{i}", "item_id": f"i{i}", "group": g, "row": len(rows) + 1,
+                         "answer": gold, "answer_text": gold, "choice": choice, "choice_norm_token": choice,
+                         "choice_norm_char": choice, "correct": choice == gold, "correct_norm_token": choice == gold,
+                         "correct_norm_char": choice == gold, "margin": rng.normal(), "n_options": 2,
+                         "scored": json.dumps(["Yes", "No"]), "prompt": f"p{i}"})
+    a = analysis.compute(pd.DataFrame(rows), n_boot=20)
+    run_dir = tmp_path / "run"
+    analysis.write(a, run_dir)
+    written = sorted(paths.tables_dir(run_dir).glob("*.csv"))
+    assert written and _formula_cells(paths.tables_dir(run_dir)) == []
+    groups = [artifacts.read_table(f) for f in written if "group" in artifacts.read_table(f, nrows=0).columns]
+    assert groups and all(set(HOSTILE_GROUPS) <= set(t["group"]) for t in groups[:1])  # read back as they were
+    assert not [g for t in groups for g in t["group"].dropna() if g not in HOSTILE_GROUPS and g.startswith("'")]
+
+
+# ---------------------------------------------------------------- the shipped samples are not a workspace
+
+SAMPLE_RUN = "outputs/samples/monotonicity"
+
+
+def test_nothing_is_generated_scored_merged_analysed_or_reported_into_a_sample(no_notebook_runs, capsys):
+    sample = ROOT / SAMPLE_RUN
+    before = snapshot(sample)
+    copy = r"work on a copy: `cp -r outputs/samples/monotonicity outputs/monotonicity_sample`"
+    for writer in _writers(sample).values():
+        with pytest.raises(ValueError, match=rf"^run_dir: .*monotonicity is a sample run that ships .*{copy}"):
+            writer()
+    for argv in (["run", GENERATE, "-p", "run_dir", SAMPLE_RUN, "-p", "overwrite", "true"],
+                 ["run", ANALYZE, "-p", "run_dir", SAMPLE_RUN], ["run", SCORE, "-p", "run_dir", f"{SAMPLE_RUN}/."],
+                 ["sweep", "params/demo.yaml", "--run-dir", f"{SAMPLE_RUN}/scores"], ["merge", SAMPLE_RUN, "m"],
+                 ["report", SAMPLE_RUN]):
+        code, err = _cli(argv, capsys)
+        assert code == 2 and "is a sample run that ships with the suite" in err and "cp -r" in err, (argv, err)
+    assert snapshot(sample) == before and not no_notebook_runs
+
+
+def test_an_analysis_pointed_at_a_sample_names_the_copy_and_colab_analyses_a_copy(tmp_path, monkeypatch, capsys):
+    import shutil
+    import sys
+
+    from nbutils import samples
+
+    with pytest.raises(ValueError, match=r"is a sample run .* `cp -r outputs/samples/negation "
+                                         r"outputs/negation_sample`"):
+        samples.run_dir_or_sample("outputs/samples/negation", "negation")
+    monkeypatch.setenv(paths.ROOT_ENV, str(tmp_path))
+    shutil.copytree(ROOT / "outputs/samples/negation", tmp_path / "outputs/samples/negation")
+    monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
+    before = snapshot(tmp_path / "outputs/samples")
+    assert samples.run_dir_or_sample("outputs/samples/negation", "negation") == "outputs/negation_sample"
+    assert samples.run_dir_or_sample("outputs/nothing-here", "negation") == "outputs/negation_sample"  # reused
+    copied = snapshot(tmp_path / "outputs/negation_sample")
+    assert copied == {k.removeprefix("negation/"): v for k, v in before.items() if k != "negation/README.md"}
+    assert snapshot(tmp_path / "outputs/samples") == before
+
+
+def test_an_output_notebook_in_a_run_is_only_the_steps_own_record(run, tmp_path, no_notebook_runs, capsys):
+    generated = paths.executed_notebook(run, GENERATE)
+    generated.parent.mkdir(parents=True)
+    generated.write_text("how the dataset was made")
+    other = tmp_path / "other"
+    for notebook, output, run_dir in [(ANALYZE, generated, run), (GENERATE, generated.parent / "mine.ipynb", run),
+                                      (ANALYZE, paths.executed_notebook(run, ANALYZE), other)]:  # another run's record
+        before = snapshot(run)
+        code, err = _cli(["run", notebook, str(output), "-p", "run_dir", str(run_dir)], capsys)
+        assert code == 2 and "is among the executed notebooks of the run" in err, (output, err)
+        assert snapshot(run) == before
+    assert not no_notebook_runs
+    code, err = _cli(["run", GENERATE, str(generated), "-p", "run_dir", str(run)], capsys)  # its own record: fine
+    assert code == 0, err
+    code, err = _cli(["run", GENERATE, str(tmp_path / "elsewhere.ipynb"), "-p", "run_dir", str(run)], capsys)
+    assert code == 0, err
+
+
+# ---------------------------------------------------------------- more entry points: sweep files, notebooks, hints
+
+@pytest.mark.parametrize("key, value, match", [
+    ("models", "params/models/smollm2-135m-instruct.yaml", r"`models` must be a list of model parameter files"),
+    ("models", [1, 2], r"`models` must be a list"), ("analyze", [1], r"`analyze` must be a mapping"),
+    ("dataset", ["a", "b"], r"`dataset` must be a text"), ("run_dir", 5, r"`run_dir` must be a text"),
+])
+def test_a_sweep_file_value_of_the_wrong_kind_is_named(run, tmp_path, key, value, match):
+    cfg = {"run_dir": str(run), "dataset": yaml_file(tmp_path, "ds.yaml", GOOD),
+           "models": [yaml_file(tmp_path, "m.yaml", {"model": "org/m"})], key: value}
+    refused(run, lambda: run_sweep(yaml_file(tmp_path, "s.yaml", cfg)), rf"^sweep: .*s.yaml: {match}")
+
+
+def test_a_file_that_is_not_a_notebook_is_named(run, tmp_path, no_notebook_runs, capsys):
+    cut = tmp_path / "cut.ipynb"
+    cut.write_text('{"cells": [')
+    for notebook, said in ((ROOT / "README.md", "is not a notebook file (.ipynb)"),
+                           (cut, "cannot be read as a notebook")):
+        code, err = _cli(["run", str(notebook), "-p", "run_dir", str(run)], capsys)
+        assert code == 2 and f"notebook: {notebook} {said}" in err, err
+    assert not no_notebook_runs
+
+
+@pytest.mark.parametrize("notebook, name, value, said", [
+    (GENERATE, "seed", "1e3", "YAML reads '1e3' as text, not a number .*: write it as -p seed 1000"),
+    ("notebooks/personas/01_generate.ipynb", "logic_share", "1e-1", "write it as -p logic_share 0.1"),
+    (ANALYZE, "n_boot", "2.5", "give a whole number, e.g. -p n_boot 2"),
+    (SCORE, "model", "../no/such/model", "model: -p: .*|model: no such folder"),
+])
+def test_numbers_yaml_reads_as_text_and_missing_model_folders_are_said_before_a_kernel_starts(
+        run, notebook, name, value, said, no_notebook_runs, capsys):
+    import re
+
+    code, err = _cli(["run", notebook, "-p", "run_dir", str(run), "-p", name, value], capsys)
+    assert code == 2 and re.search(said, err), err
+    assert not no_notebook_runs
+
+
+def test_merge_into_a_missing_run_creates_nothing(tmp_path, capsys):
+    code, err = _cli(["merge", str(tmp_path / "nowhere"), "m"], capsys)
+    assert code == 2 and "run_dir: " in err and "does not exist" in err and list(tmp_path.iterdir()) == []
+
+
+def test_a_parameter_file_or_prompt_file_in_another_encoding_is_named(run, tmp_path, capsys):
+    from nbutils.studies.custom import dataset as custom
+
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"seed: 1\nnote: caf\xe9\n")
+    code, err = _cli(["run", GENERATE, "-f", str(latin), "-p", "run_dir", str(run)], capsys)
+    assert code == 2 and f"-f: {latin} is not UTF-8 text (byte 0xe9 on line 2); save it as UTF-8" in err, err
+    utf16 = tmp_path / "p.csv"
+    utf16.write_bytes("prompt,answer\nIs 3 > 2?,Yes\n".encode("utf-16"))
+    with pytest.raises(ValueError, match=r"^data_file: p.csv is saved as UTF-16 .*save the file as UTF-8"):
+        custom.load_items(utf16)

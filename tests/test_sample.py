@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -84,29 +86,37 @@ def test_each_sample_is_made_from_the_parameter_file_make_sample_names(study):
     assert {k: recorded.get(k) for k in wanted} == wanted, f"the {study} sample was made from other parameters; {REMAKE}"
 
 
-def test_an_analysis_without_scores_names_the_sample_and_colab_uses_it(tmp_path, monkeypatch, capsys):
+def test_an_analysis_without_scores_names_the_sample_and_colab_uses_a_copy(tmp_path, monkeypatch, capsys):
     empty = tmp_path / "run"
     for study in (*STUDIES, "cues"):
         sample = samples.sample_dir(study)
+        copy = paths.sample_copy(Path(sample).name)
         with pytest.raises(ValueError) as err:
             samples.run_dir_or_sample(empty, study, scored=study != "cues")
         message = str(err.value)
         assert "\n" not in message and message.startswith(f"run_dir: {empty} has no dataset")
-        assert f"run_dir = {sample!r}" in message
+        assert f"`cp -r {sample} {copy}`, then set run_dir = {copy!r}" in message
         assert (ROOT / sample / "scores" / f"{SLUG}.json").is_file(), sample
     dataset_only = tmp_path / "generated"
     dataset_only.mkdir()
     shutil.copy2(SAMPLE / "prompts.parquet", dataset_only / "prompts.parquet")
-    with pytest.raises(ValueError, match=r"has no scores: score it first, or set run_dir = 'outputs/samples/monot"):
+    with pytest.raises(ValueError, match=r"has no scores: score it first, or analyse a copy of the sample run .*"
+                                         r"cp -r outputs/samples/monotonicity outputs/monotonicity_sample"):
         samples.run_dir_or_sample(dataset_only, "monotonicity")
     assert samples.run_dir_or_sample(dataset_only, "cues", scored=False) == dataset_only  # cues profile datasets
-    assert samples.run_dir_or_sample(SAMPLE, "monotonicity") == SAMPLE  # a run with scores is analysed as it is
+    with pytest.raises(ValueError, match=r"is a sample run that ships with the suite"):  # read-only
+        samples.run_dir_or_sample(SAMPLE, "monotonicity")
+    root = tmp_path / "root"  # Colab's copies are written under the project root: a copy of the samples here
+    shutil.copytree(SAMPLES, root / "outputs" / "samples",
+                    ignore=shutil.ignore_patterns("tables", "figures", "notebooks"))
+    monkeypatch.setenv(paths.ROOT_ENV, str(root))
     monkeypatch.setitem(sys.modules, "google.colab", sys.modules[__name__])  # as in a Colab runtime
     capsys.readouterr()
-    assert samples.run_dir_or_sample("outputs/demo-not-here", "negation") == "outputs/samples/negation"
-    assert capsys.readouterr().out == ("outputs/demo-not-here has no dataset: analysing the sample run "
-                                       "outputs/samples/negation instead (Colab)\n")
-    assert samples.run_dir_or_sample(empty, "cues", scored=False) == "outputs/samples/monotonicity"
+    assert samples.run_dir_or_sample("outputs/demo-not-here", "negation") == "outputs/negation_sample"
+    assert capsys.readouterr().out == ("outputs/demo-not-here has no dataset: analysing a copy of the sample run "
+                                       "outputs/samples/negation, outputs/negation_sample, instead (Colab)\n")
+    assert (root / "outputs" / "negation_sample" / "scores" / f"{SLUG}.parquet").is_file()
+    assert samples.run_dir_or_sample(empty, "cues", scored=False) == "outputs/monotonicity_sample"
 
 
 @pytest.mark.notebooks
@@ -191,17 +201,19 @@ def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_ve
         assert done.returncode == 0, f"nbutils {args}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
+    for study in STUDIES:  # the samples are read-only: a copy of each is analysed, as the docs say
+        shutil.copytree(work / "outputs" / "samples" / study, work / "outputs" / f"{study}_sample")
     nbutils("run", "notebooks/cues/01_profile.ipynb", str(work / "cues.ipynb"), "-p", "run_dir",
-            "outputs/samples/monotonicity", "-p", "top_k", "5")
-    run = work / "outputs" / "samples" / "monotonicity"
+            "outputs/monotonicity_sample", "-p", "top_k", "5")
+    run = work / "outputs" / "monotonicity_sample"
     assert paths.cues_results_path(run).is_file()
     for study in STUDIES:
-        run = work / "outputs" / "samples" / study
-        nbutils("run", studies.get(study).notebooks["analyze"], "-p", "run_dir", f"outputs/samples/{study}",
+        run = work / "outputs" / f"{study}_sample"
+        nbutils("run", studies.get(study).notebooks["analyze"], "-p", "run_dir", f"outputs/{study}_sample",
                 *ANALYSE[study])
         summary = json.loads(paths.summary_path(run).read_text())
         assert summary["records"] and SLUG in json.dumps(summary), study  # the sample's model, tested
-    run = work / "outputs" / "samples" / "monotonicity"
+    run = work / "outputs" / "monotonicity_sample"
     summary = json.loads(paths.summary_path(run).read_text())[SLUG]
     scores = pd.read_parquet(paths.score_file(run, SLUG)).merge(pd.read_parquet(run / "prompts.parquet"),
                                                                   on="prompt_id", suffixes=("", "_prompt"))
@@ -210,5 +222,5 @@ def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_ve
         up = rows[rows["concept"].str.startswith("more than")]["correct"].mean()
         down = rows[rows["concept"].str.startswith("less than")]["correct"].mean()
         assert headline["acc_up"] == pytest.approx(up) and headline["acc_down"] == pytest.approx(down), condition
-    assert "report → " in nbutils("report", "outputs/samples/monotonicity")
+    assert "report → " in nbutils("report", "outputs/monotonicity_sample")
     assert paths.report_path(run).stat().st_size > 50_000

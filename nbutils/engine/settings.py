@@ -300,14 +300,18 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
     if s.pll_variant not in PLL_VARIANTS:
         raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {s.pll_variant!r}")
+    if s.model not in EMBEDDED:
+        paths.check_model_folder(s.model)  # last: every other value is said first, without a look at the disk
 
 
 def check_rescore_margin(rescore_margin) -> None:
     """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
     if rescore_margin == "auto":
         return
-    if isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float)) or rescore_margin < 0:
-        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a number ≥ 0, got {rescore_margin!r}")
+    if (isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float))
+            or not rescore_margin >= 0 or rescore_margin == float("inf")):  # NaN is not ≥ 0
+        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, "
+                         f"got {rescore_margin!r}")
 
 
 # ---------------------------------------------------------------- the decisions, each in one function

@@ -61,6 +61,11 @@ def read_table(data_file) -> RawTable:
         data = path.read_bytes()
         if not data.strip():
             raise ValueError(f"data_file: {path} is empty")
+        for bom, encoding in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+                              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
+            if data.startswith(bom):
+                raise ValueError(f"data_file: {path.name} is saved as {encoding} (it starts with its byte-order mark); "
+                                 "save the file as UTF-8")
         text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
         frame, lines = _read_jsonl(text, path) if kind == "jsonl" else _read_delimited(text, path, kind)
     raw = RawTable(frame.reset_index(drop=True), lines, path)
