@@ -29,7 +29,7 @@ from . import artifacts, paths, runlock, runstore, scheduler
 from .executors import DEFAULT_POLL, make_executor
 from .notebooks import error_line, execute
 
-ALIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # SLURM states
+ALIVE = scheduler.QUEUED  # SLURM states of a job not ended yet
 
 
 # ---------------------------------------------------------------- what one job does
@@ -132,14 +132,14 @@ def failure_line(job, exc: BaseException) -> str:
     """The real error of a failed job, in one line: the notebook's error when the job raised one, else what the
     scheduler says (killed, out of time, out of memory)."""
     text = str(exc or "")
-    marker = f"{ScoreJobError.__module__}.ScoreJobError: "
-    for line in reversed(text.splitlines()):
-        if marker in line or line.startswith("ScoreJobError: "):
-            return line.split("ScoreJobError: ", 1)[1].strip()
     state = str(getattr(job, "state", "") or "")
     if state.upper().startswith("CANCELLED"):
         return ("cancelled (scancel, or by the cluster) before it finished; its checkpoint is kept: run the same "
                 "command again to go on")
+    marker = f"{ScoreJobError.__module__}.ScoreJobError: "
+    for line in reversed(text.splitlines()):
+        if marker in line or line.startswith("ScoreJobError: "):
+            return line.split("ScoreJobError: ", 1)[1].strip()
     return (f"the job ended without a result (state {state}: killed, out of time or out of memory?)"
             if "has not produced any output" in text or "UncompletedJobError" in type(exc).__name__
             else (text.strip().splitlines() or [state])[-1])

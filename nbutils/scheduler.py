@@ -186,6 +186,17 @@ class ClusterJob(submitit.SlurmJob):
         super().__init__(folder, job_id, tasks)
         self.watcher.results[job_id] = self.paths.result_pickle
 
+    def done(self, force_check: bool = False) -> bool:
+        """Ended, by the scheduler's word first: a job requeued (by ``scontrol requeue``, a preemption or its time
+        limit) is queued or running again, whatever result file its interrupted run left behind."""
+        state = self.watcher.get_state(self.job_id, mode="force" if force_check else "standard").upper()
+        if state.startswith(QUEUED):
+            return False
+        return super().done(force_check)
+
+
+QUEUED = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # not ended yet
+
 
 @contextmanager
 def submitit_log(path: Path):
