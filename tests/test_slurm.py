@@ -90,17 +90,25 @@ def _wait_rows(partial: Path, n: int, seconds: float = 240) -> None:
     assert _rows(partial) >= n, f"no checkpoint of {n} rows in {partial} after {seconds} s"
 
 
-def _release(job_id: str, seconds: float = 120) -> None:
-    """SLURM holds a requeued job two minutes (its BeginTime); let it start at once when that happens."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "-o", "%T|%r"], capture_output=True,
-                             text=True).stdout
-        if "BeginTime" in out:
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"job {job_id} was not requeued within {seconds} s")
+@pytest.fixture
+def released(slurm):
+    """SLURM holds a requeued job two minutes (its BeginTime): meanwhile every such hold is lifted at once."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(0.5):
+            held = subprocess.run(["squeue", "--noheader", "--states", "PENDING", "-o", "%i|%r"], capture_output=True,
+                                  text=True).stdout
+            for line in held.splitlines():
+                job_id, reason = line.split("|", 1)
+                if reason.strip() == "BeginTime":
+                    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join()
 
 
 # ---------------------------------------------------------------- checked before anything is written
@@ -163,12 +171,13 @@ def test_a_slurm_sweep_writes_byte_identical_files_to_the_one_machine_sweep(slur
 
 @pytest.mark.notebooks
 def test_scancel_of_one_task_is_reported_and_the_next_sweep_resumes_it(slurm, tmp_path, capsys):
+    """limit 2: 8 rows, 4 per shard; the second shard is cancelled after its first checkpointed row."""
     sweep = _sweep(tmp_path, "run", model=_slow_model(tmp_path), shards_per_model=2)
     run = tmp_path / "run"
     result = {}
-    first = threading.Thread(target=lambda: result.setdefault("report", run_sweep(sweep, limit=3)))
+    first = threading.Thread(target=lambda: result.setdefault("report", run_sweep(sweep, limit=2)))
     first.start()
-    partial = paths.partial_file(run, SLUG, 3, 1, 2)
+    partial = paths.partial_file(run, SLUG, 2, 1, 2)
     _wait_rows(partial, 1)
     task = next(j for j in json.loads((run / "logs" / "jobs.json").read_text())["jobs"] if j["task"].endswith("1-of-2"))
     subprocess.run(["scancel", task["job_id"]], check=True)
@@ -177,47 +186,45 @@ def test_scancel_of_one_task_is_reported_and_the_next_sweep_resumes_it(slurm, tm
     assert report.failed == {SLUG: "1 of 2 jobs failed: cancelled (scancel, or by the cluster) before it finished; "
                                    "its checkpoint is kept: run the same command again to go on"}
     assert f"FAILED job {task['job_id']} ({SLUG}.shard-1-of-2): cancelled" in out
-    assert paths.score_file(run, SLUG, 3, 0, 2).exists() and not paths.score_file(run, SLUG, 3, 1, 2).exists()
+    assert paths.score_file(run, SLUG, 2, 0, 2).exists() and not paths.score_file(run, SLUG, 2, 1, 2).exists()
     kept = _rows(partial)
-    assert 1 <= kept < 6
-    again = run_sweep(sweep, limit=3)
+    assert 1 <= kept < 4
+    again = run_sweep(sweep, limit=2)
     out = capsys.readouterr().out
     assert again.scored == [SLUG] and not again.failed and again.analyzed
     assert "submitted 1 job(s) as one array (slurm)" in out
-    meta = json.loads(paths.sidecar(paths.score_file(run, SLUG, 3, 1, 2)).read_text())
-    assert meta["complete"] and meta["n_rows"] == 6 and meta["resumed_rows"] >= kept
+    meta = json.loads(paths.sidecar(paths.score_file(run, SLUG, 2, 1, 2)).read_text())
+    assert meta["complete"] and meta["n_rows"] == 4 and meta["resumed_rows"] >= kept
 
 
-def _one_job(tmp: Path, **block) -> tuple[cluster.ClusterScoring, object, Path, Path]:
+def _one_job(tmp: Path, limit: int | None = 3, **block) -> tuple[cluster.ClusterScoring, object, Path, Path]:
     run = tmp / "run"
     run.mkdir()
     write_prompts(generate_prompts(**DATASET), run, DATASET)
-    params = {**yaml.safe_load(MODEL.read_text()), **SLOW, "limit": 3}
+    params = {**yaml.safe_load(MODEL.read_text()), **SLOW, "limit": limit}
     jobs = cluster.ClusterScoring("slurm", run, "monotonicity", "notebooks/score.ipynb", {**BLOCK, **block},
                                   out=lambda s: None)
     job, = jobs.submit([cluster.Task(SLUG, params, 0, 1)])
-    return jobs, job, run, paths.partial_file(run, SLUG, 3)
+    return jobs, job, run, paths.partial_file(run, SLUG, limit)
 
 
 @pytest.mark.notebooks
-def test_scontrol_requeue_of_a_running_task_resumes_from_its_checkpoint(slurm, tmp_path):
+def test_scontrol_requeue_of_a_running_task_resumes_from_its_checkpoint(released, tmp_path):
     jobs, job, run, partial = _one_job(tmp_path)
     _wait_rows(partial, 2)
     subprocess.run(["scontrol", "requeue", job.job_id], check=True)
-    _release(job.job_id)
     assert jobs.wait() == {}
     meta = json.loads(paths.sidecar(paths.score_file(run, SLUG, 3)).read_text())
     assert meta["complete"] and meta["n_rows"] == 12 and meta["resumed_rows"] >= 2
 
 
 @pytest.mark.notebooks
-def test_a_task_past_its_time_limit_is_requeued_and_finishes(slurm, tmp_path):
-    # time_min 1: submitit's signal comes 30 s before the limit; the job checkpoints and requeues itself
-    jobs, job, run, partial = _one_job(tmp_path, time_min=1)
-    _wait_rows(partial, 1)
-    _release(job.job_id)
+def test_a_task_past_its_time_limit_is_requeued_and_finishes(released, tmp_path):
+    # time_min 2: submitit's signal comes 60 s before the limit (SLURM sends it up to 30 s late or early); the job
+    # checkpoints and requeues itself (up to 3 times), each run going on from the last one's checkpoint
+    jobs, job, run, partial = _one_job(tmp_path, time_min=2)
     assert jobs.wait() == {}
     meta = json.loads(paths.sidecar(paths.score_file(run, SLUG, 3)).read_text())
     assert meta["complete"] and meta["n_rows"] == 12 and meta["resumed_rows"] >= 1
     log = Path(json.loads((run / "logs" / "jobs.json").read_text())["jobs"][0]["log"]).read_text()
-    assert "this job is timed-out" in log and "Requeued" in log
+    assert "Caught signal SIGUSR2" in log and "Requeued" in log
