@@ -30,6 +30,9 @@ DATASET = dict(concepts=["more than 1/2", "less than 1/2"], conditions=["concept
                prompts_per_concept=6, n_examples=8, seed=0)
 BLOCK = {"gpus_per_job": 0, "cpus_per_job": 1, "time_min": 10, "poll_seconds": 1}  # what the local node offers
 SLOW = {"batch_size": 1, "checkpoint_every": 1}  # a checkpoint after every prompt
+# one torch thread everywhere: a job on the node and the test's own process (pinned to one core under xdist) compute
+# alike, and the jobs leave the other core to the other test worker
+ONE_THREAD = {"threads": 1}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,8 @@ def slurm():
         yield conf
 
 
-def _sweep(tmp: Path, name: str, executor: str = "slurm", model: Path = MODEL, **block) -> Path:
+def _sweep(tmp: Path, name: str, executor: str = "slurm", model: Path | None = None, **block) -> Path:
+    model = model or _model(tmp, "model")
     dataset = tmp / "dataset.yaml"
     dataset.write_text(yaml.safe_dump(DATASET))
     cfg = {"study": "monotonicity", "run_dir": str(tmp / name), "dataset": str(dataset), "models": [str(model)],
@@ -68,9 +72,9 @@ def _sweep(tmp: Path, name: str, executor: str = "slurm", model: Path = MODEL, *
     return f
 
 
-def _slow_model(tmp: Path) -> Path:
-    f = tmp / "slow.yaml"
-    f.write_text(yaml.safe_dump({**yaml.safe_load(MODEL.read_text()), **SLOW}))
+def _model(tmp: Path, name: str, **extra) -> Path:
+    f = tmp / f"{name}.yaml"
+    f.write_text(yaml.safe_dump({**yaml.safe_load(MODEL.read_text()), **ONE_THREAD, **extra}))
     return f
 
 
@@ -172,7 +176,7 @@ def test_a_slurm_sweep_writes_byte_identical_files_to_the_one_machine_sweep(slur
 @pytest.mark.notebooks
 def test_scancel_of_one_task_is_reported_and_the_next_sweep_resumes_it(slurm, tmp_path, capsys):
     """limit 2: 8 rows, 4 per shard; the second shard is cancelled after its first checkpointed row."""
-    sweep = _sweep(tmp_path, "run", model=_slow_model(tmp_path), shards_per_model=2)
+    sweep = _sweep(tmp_path, "run", model=_model(tmp_path, "slow", **SLOW), shards_per_model=2)
     run = tmp_path / "run"
     result = {}
     first = threading.Thread(target=lambda: result.setdefault("report", run_sweep(sweep, limit=2)))
@@ -201,7 +205,7 @@ def _one_job(tmp: Path, limit: int | None = 3, **block) -> tuple[cluster.Cluster
     run = tmp / "run"
     run.mkdir()
     write_prompts(generate_prompts(**DATASET), run, DATASET)
-    params = {**yaml.safe_load(MODEL.read_text()), **SLOW, "limit": limit}
+    params = {**yaml.safe_load(MODEL.read_text()), **ONE_THREAD, **SLOW, "limit": limit}
     jobs = cluster.ClusterScoring("slurm", run, "monotonicity", "notebooks/score.ipynb", {**BLOCK, **block},
                                   out=lambda s: None)
     job, = jobs.submit([cluster.Task(SLUG, params, 0, 1)])
