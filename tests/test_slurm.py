@@ -223,12 +223,25 @@ def test_scontrol_requeue_of_a_running_task_resumes_from_its_checkpoint(released
 
 
 @pytest.mark.notebooks
-def test_a_task_past_its_time_limit_is_requeued_and_finishes(released, tmp_path):
-    # time_min 2: submitit's signal comes 60 s before the limit (SLURM sends it up to 30 s late or early); the job
-    # checkpoints and requeues itself (up to 3 times), each run going on from the last one's checkpoint
-    jobs, job, run, partial = _one_job(tmp_path, time_min=2)
+def test_a_task_past_its_time_limit_is_requeued_and_finishes(slurm, tmp_path):
+    """Once the job has a checkpoint, its time limit is cut to a minute past what it has run: SLURM signals it
+    (submitit asks for the signal 90 s before the limit), submitit checkpoints and requeues it, and the test gives the
+    requeued job its 10 minutes back (and lifts SLURM's two-minute hold); it resumes from its checkpoint."""
+    jobs, job, run, partial = _one_job(tmp_path)
+    _wait_rows(partial, 1)
+    ran = subprocess.run(["squeue", "--noheader", "--jobs", job.job_id, "-o", "%M"], capture_output=True,
+                         text=True).stdout.strip()
+    seconds = sum(int(x) * 60 ** i for i, x in enumerate(reversed(ran.replace("-", ":").split(":"))))
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", f"TimeLimit={seconds // 60 + 2}"], check=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if "PENDING" in subprocess.run(["squeue", "--noheader", "--jobs", job.job_id, "-o", "%T"], capture_output=True,
+                                       text=True).stdout:
+            break
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "TimeLimit=10", "StartTime=now"], check=True)
     assert jobs.wait() == {}
     meta = json.loads(paths.sidecar(paths.score_file(run, SLUG, 3)).read_text())
     assert meta["complete"] and meta["n_rows"] == 12 and meta["resumed_rows"] >= 1
     log = Path(json.loads((run / "logs" / "jobs.json").read_text())["jobs"][0]["log"]).read_text()
-    assert "Caught signal SIGUSR2" in log and "Requeued" in log
+    assert "this job is timed-out" in log and "Requeued job" in log
