@@ -176,7 +176,7 @@ class ClusterScoring:
         if not tasks:
             return []
         self.folder.mkdir(parents=True, exist_ok=True)
-        scheduler.ClusterJob.watcher.note = self.note
+        scheduler.ClusterJob.watcher.listen(self.note)
         attached, tasks = self._reattach(tasks)
         new = []
         if tasks:
@@ -243,7 +243,6 @@ class ClusterScoring:
         """Until every job has ended: a progress line per interval (and when a job ends); returns the failures
         (task name → error line), each printed with its log."""
         every = every or self.cluster.get("poll_seconds", DEFAULT_POLL)
-        scheduler.ClusterJob.watcher.note = self.note
         with scheduler.submitit_log(self.log):
             return self._watch(every)
 

@@ -110,6 +110,10 @@ class QueueWatcher(SlurmInfoWatcher):
         self.results: dict[str, Path] = {}  # job id -> its result file (ClusterJob registers it)
         self.note = lambda line: None  # where a word about the scheduler goes (the sweep's log)
 
+    def listen(self, note) -> None:
+        """Words about the scheduler go to ``note`` from now on, each once (a sweep calls it when it submits)."""
+        self.note, self.said = note, set()
+
     def update(self) -> None:
         command = self._make_command()
         if command is None:

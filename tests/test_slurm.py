@@ -137,7 +137,7 @@ def test_job_states_come_from_the_scheduler_without_accounting(slurm, tmp_path, 
     ex = cluster.make_executor("slurm", jobs.folder, BLOCK)
     wait = f"while [ ! -e {tmp_path / 'go'} ]; do sleep 0.2; done; echo ok"  # runs until the test says go
     job = scheduler.ClusterJob(jobs.folder, ex.submit(subprocess.check_output, ["sh", "-c", wait], text=True).job_id)
-    scheduler.ClusterJob.watcher.note = jobs.note
+    scheduler.ClusterJob.watcher.listen(jobs.note)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and cluster._status(job)[0] != "running":
         time.sleep(0.5)
