@@ -29,7 +29,7 @@ die() { echo "[slurm_local] ERROR: $*" >&2; exit 1; }
 alive() {  # alive NAME: the pid in its pid file runs that program
   local f="$DIR/run/$1.pid" pid
   [ -f "$f" ] || return 1
-  pid="$(tr -dc 0-9 <"$f")"
+  pid="$(tr -dc 0-9 <"$f" 2>/dev/null)"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q "$1" "/proc/$pid/comm" 2>/dev/null
 }
 

@@ -118,9 +118,12 @@ def released(slurm):
 # ---------------------------------------------------------------- checked before anything is written
 
 @pytest.mark.parametrize("block,message", [
-    ({"gpus_per_job": 1}, "cluster.gpus_per_job: .* gpus_per_job: 1, but partition debug has no GPUs; set gpus_per_job: 0"),
-    ({"partition": "gpu"}, r"cluster.partition: .* 'gpu' is not a partition of this cluster; set partition: to one of \['debug'\]"),
-    ({"cpus_per_job": 4096}, "cluster.cpus_per_job: .* cpus_per_job: 4096, but the nodes of partition debug have at most"),
+    ({"gpus_per_job": 1}, "cluster.gpus_per_job: .* gpus_per_job: 1, but partition debug has no GPUs; "
+                          "set gpus_per_job: 0"),
+    ({"partition": "gpu"}, r"cluster.partition: .* 'gpu' is not a partition of this cluster; "
+                           r"set partition: to one of \['debug'\]"),
+    ({"cpus_per_job": 4096}, "cluster.cpus_per_job: .* cpus_per_job: 4096, but the nodes of partition debug have "
+                             "at most"),
     ({"mem_gb": 100000}, "cluster.mem_gb: .* mem_gb: 100000, but a job of partition debug gets at most"),
 ])
 def test_the_partition_refuses_what_it_cannot_run_before_anything_is_written(slurm, tmp_path, block, message):
