@@ -25,11 +25,11 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runlock, runstore
+from . import artifacts, paths, runlock, runstore, scheduler
 from .executors import DEFAULT_POLL, make_executor
 from .notebooks import error_line, execute
 
-ALIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")  # SLURM states
+ALIVE = scheduler.QUEUED  # SLURM states of a job not ended yet
 
 
 # ---------------------------------------------------------------- what one job does
@@ -132,11 +132,14 @@ def failure_line(job, exc: BaseException) -> str:
     """The real error of a failed job, in one line: the notebook's error when the job raised one, else what the
     scheduler says (killed, out of time, out of memory)."""
     text = str(exc or "")
+    state = str(getattr(job, "state", "") or "")
+    if state.upper().startswith("CANCELLED"):
+        return ("cancelled (scancel, or by the cluster) before it finished; its checkpoint is kept: run the same "
+                "command again to go on")
     marker = f"{ScoreJobError.__module__}.ScoreJobError: "
     for line in reversed(text.splitlines()):
         if marker in line or line.startswith("ScoreJobError: "):
             return line.split("ScoreJobError: ", 1)[1].strip()
-    state = str(getattr(job, "state", "") or "")
     return (f"the job ended without a result (state {state}: killed, out of time or out of memory?)"
             if "has not produced any output" in text or "UncompletedJobError" in type(exc).__name__
             else (text.strip().splitlines() or [state])[-1])
@@ -159,6 +162,13 @@ class ClusterScoring:
         self.jobs: list = []
         self.tasks: list[Task] = []
         self.final: dict[int, str] = {}  # job index -> done / failed, once it has ended
+        self.log = self.folder / "sweep.log"  # what the scheduler and submitit said that is not for the terminal
+
+    def note(self, line: str) -> None:
+        """One line into the sweep's log (``{run}/logs/sweep.log``)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a", encoding="utf-8") as f:
+            f.write(f"{artifacts.now_utc()} {line}\n")
 
     def submit(self, tasks: list[Task]) -> list:
         """One job array of every task not already queued or running from an earlier sweep (SLURM: those are
@@ -166,17 +176,20 @@ class ClusterScoring:
         if not tasks:
             return []
         self.folder.mkdir(parents=True, exist_ok=True)
+        scheduler.ClusterJob.watcher.listen(self.note)
         attached, tasks = self._reattach(tasks)
         new = []
         if tasks:
             ex = make_executor(self.kind, self.folder, self.cluster)
             root = str(paths.root())
-            with ex.batch():
+            with scheduler.submitit_log(self.log), ex.batch():
                 pending = [ex.submit(ScoreJob(), root, self.notebook,
                                      str(paths.executed_notebook(self.run, self.notebook, t.name)),
                                      t.job_params(self.run, self.study), self.kernel,
                                      os.environ.get(runlock.TOKENS_ENV, "")) for t in tasks]
             new = list(pending)
+            if self.kind == "slurm":  # their states from the scheduler that is there (with or without accounting)
+                new = [scheduler.ClusterJob(self.folder, j.job_id) for j in new]
         self.jobs = [j for j, _ in attached] + new
         self.tasks = [t for _, t in attached] + tasks
         self._record()
@@ -202,7 +215,7 @@ class ClusterScoring:
         attached, rest = [], []
         for t in tasks:
             if t.name in old:
-                job = submitit.SlurmJob(folder=self.folder, job_id=old[t.name])
+                job = scheduler.ClusterJob(self.folder, old[t.name])
                 try:
                     state = str(job.state).upper()
                 except Exception:  # noqa: BLE001 - sacct did not answer: submit it again rather than wait forever
@@ -230,6 +243,10 @@ class ClusterScoring:
         """Until every job has ended: a progress line per interval (and when a job ends); returns the failures
         (task name → error line), each printed with its log."""
         every = every or self.cluster.get("poll_seconds", DEFAULT_POLL)
+        with scheduler.submitit_log(self.log):
+            return self._watch(every)
+
+    def _watch(self, every: float) -> dict[str, str]:
         failed: dict[str, str] = {}
         last_line, last_time = "", 0.0
         while True:
@@ -243,6 +260,7 @@ class ClusterScoring:
                     name = self.tasks[i].name
                     failed[name] = failure_line(j, exc)
                     self.out(f"[sweep] FAILED job {j.job_id} ({name}): {failed[name]}; log: {job_log(j)}")
+                    self.note(f"[sweep] FAILED job {j.job_id} ({name}): {failed[name]}")
                 if state in ("done", "failed"):
                     self.final[i] = state
                 states.append(state)
@@ -251,6 +269,7 @@ class ClusterScoring:
             finished = all(s in ("done", "failed") for s in states)
             if finished or (line != last_line and now - last_time >= every) or now - last_time >= 10 * every:
                 self.out(line)
+                self.note(line)
                 last_line, last_time = line, now
             if finished:
                 return failed

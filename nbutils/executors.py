@@ -81,18 +81,23 @@ def check_executor(name, source: str) -> str:
     return name
 
 
-def check_host(name: str, source: str) -> None:
-    """``executor: slurm`` needs SLURM's commands on this host (submitit calls ``sbatch`` and ``srun``); without them
-    a ValueError names ``executor`` and the executors that run here, before anything is generated."""
+def check_host(name: str, cluster: dict, source: str) -> None:
+    """``executor: slurm`` needs SLURM's commands on this host (submitit calls ``sbatch`` and ``srun``, the checks
+    ``sinfo`` and ``scontrol``) and a partition the ``cluster:`` block fits (``nbutils.scheduler``); otherwise a
+    ValueError names the key and the fix, before anything is generated or written."""
     import shutil
 
     if name != "slurm":
         return
-    missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+    missing = [c for c in ("sbatch", "srun", "sinfo", "scontrol") if shutil.which(c) is None]
     if missing:
         raise ValueError(f"executor: {source}: slurm needs a SLURM cluster, and this host has no "
-                         f"{' or '.join(missing)} on its PATH; run the sweep on the cluster's login node, or choose executor: submitit-local "
-                         "(the same jobs on this machine) or local (one model after the other here)")
+                         f"{' or '.join(missing)} on its PATH; run the sweep on the cluster's login node, or choose "
+                         "executor: submitit-local (the same jobs on this machine) or local (one model after the other "
+                         "here); to try a cluster on this machine: scripts/slurm_local.sh start")
+    from .scheduler import check_partition
+
+    check_partition(cluster, source)
 
 
 def make_executor(kind: str, folder: Path, cluster: dict):
@@ -100,8 +105,9 @@ def make_executor(kind: str, folder: Path, cluster: dict):
     time_min = cluster.get("time_min", DEFAULT_TIME_MIN)
     if kind == "slurm":
         ex = submitit.SlurmExecutor(folder=folder)
+        # the requeue signal 90 s before the time limit, or half-way through a job shorter than 3 minutes
         params = {"job_name": JOB_NAME, "time": time_min, "gpus_per_node": cluster.get("gpus_per_job", 1),
-                  "ntasks_per_node": 1, "stderr_to_stdout": True}
+                  "ntasks_per_node": 1, "stderr_to_stdout": True, "signal_delay_s": min(90, time_min * 30)}
         for key, name in (("partition", "partition"), ("account", "account"), ("qos", "qos"),
                           ("cpus_per_job", "cpus_per_task"), ("array_parallelism", "array_parallelism"),
                           ("setup", "setup")):

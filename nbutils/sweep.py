@@ -171,11 +171,11 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
             if limit is not None and "include_limited" in notebook_parameters(nb):
                 p.setdefault("include_limited", True)
             extra[key] = (nb, dict(p, run_dir=str(run)))
+    executors.check_host(executor, cluster_cfg, source)  # before anything is generated or written
     report = SweepReport(run, record.name)
     with run_lock(run):
         step = "generate"
         try:
-            executors.check_host(executor, source)  # before anything is generated
             print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
             execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
             sha = artifacts.sha256_file(paths.dataset_path(run, record.dataset_file))

@@ -38,7 +38,7 @@ BANDS: dict[str, tuple[str, ...]] = {
     "report": ("nbutils.report", "nbutils.report_html", "nbutils.items", "nbutils.run_index"),
     "samples": ("nbutils.samples",),
     "cluster": ("nbutils.cluster",),
-    "executors": ("nbutils.executors",),
+    "executors": ("nbutils.executors", "nbutils.scheduler"),
     "notebooks": ("nbutils.notebooks",),
     "run analysis": ("nbutils.analyses.*",),
     "run analyses": ("nbutils.analyses",),
