@@ -30,6 +30,7 @@ METHODS = {
     "glmm_lrt": "binomial GLMM, lme4, likelihood-ratio test",
     "gee_bias_reduced": "logistic GEE clustered by threshold, bias-reduced SE, t(K−1)",
     "glm_single_threshold": "logistic GLM at one threshold",
+    "firth_plr": "Firth's penalised logistic regression, thresholds fixed, penalised likelihood-ratio test, profile CI",
     "signflip_gap": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_gap_difference": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_dprime_gap": "sign-flip test over thresholds, t(K−1) CI",
