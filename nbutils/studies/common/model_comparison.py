@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
+from ... import artifacts, paths
 from ...firth import term_test
 from ...stats import claim, fallback_headlines, fit_problems, holm, record
 from .quantifier_mixed_models import firth_design, separated_cells
@@ -50,6 +51,18 @@ one <- function(d) {
 }
 nb_per_unit(nb_in("cmp"), one, "terms")
 """
+
+
+def scored_order(run_dir, models) -> list[str]:
+    """``models`` in the order their score files were written (a sweep scores the models of its file in order); a
+    model without a readable sidecar goes last, in the order given."""
+    created = {}
+    for side in paths.score_sidecars(run_dir):
+        try:
+            created[side.stem] = str(artifacts.read_json(side).get("created") or "")
+        except ValueError:
+            continue
+    return sorted(dict.fromkeys(models), key=lambda m: (m not in created, created.get(m, "")))
 
 
 def hypothesis(first: str, second: str, condition) -> dict:
