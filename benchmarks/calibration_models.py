@@ -9,6 +9,7 @@ reported per test and condition with its Monte-Carlo SE.
     python benchmarks/calibration_models.py --n-sims 200 --thresholds 5 --prompts 6    # the demo's size
     python benchmarks/calibration_models.py --n-sims 200 --thresholds 10 --prompts 100 # the paper's size
     python benchmarks/calibration_models.py --r --n-sims 40 --thresholds 5 --prompts 6 # with the lme4 GLMM
+    python benchmarks/calibration_models.py --gap --n-sims 200 --thresholds 5 --prompts 6  # the gap's Firth fallback
 
 Each call adds its rows to ``benchmarks/results/calibration_models.json`` (rows of the same design, test and
 scenario are replaced).
@@ -25,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
+from nbutils.firth import term_test
 from nbutils.studies.common import model_comparison
+from nbutils.studies.common import quantifier_mixed_models as qmixed
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "calibration_models.json"
@@ -61,11 +64,15 @@ def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds
     invalid: dict[tuple, int] = {}
     t0 = time.perf_counter()
     for _ in range(n_sims):
-        t = model_comparison.compare(simulate(k, n, rng, extra), use_r=use_r)
+        d = simulate(k, n, rng, extra)
+        t = model_comparison.compare(d, use_r=use_r)
         for r in t.itertuples(index=False):
             key = (r.test, r.condition)
             hits.setdefault(key, []).append(bool(r.valid) and bool(r.p < ALPHA))
             invalid[key] = invalid.get(key, 0) + (not bool(r.valid))
+        if not use_r:
+            for key, hit in firth_every_time(d).items():
+                hits.setdefault(key, []).append(hit)
         heads = model_comparison.records(t)
         for cond in ("concept_learning", "explicit"):  # the headline as the report says it: fallback included
             said = [r for r in heads if r.get("headline") and r["condition"] == cond and r.get("valid")
@@ -85,6 +92,39 @@ def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds
     return rows
 
 
+def firth_every_time(d: pd.DataFrame) -> dict[tuple, bool]:
+    """Firth's comparison on every simulated run, separated or not: its own false-positive rate and power."""
+    out = {}
+    for first, second, both in model_comparison.pairs(d):
+        for cond, g in both.groupby("condition", sort=False):
+            r = model_comparison.firth(model_comparison._frame(g, first))
+            out[("firth_models_always", cond)] = bool(r["ok"]) and r["p"] < ALPHA
+    return out
+
+
+def run_gap(scenario: str, n_sims: int, k: int, n: int, seed: int) -> list[dict]:
+    """The per-model gap's Firth fallback (``quantifier_mixed_models``' Firth fit, here on every run, separated or
+    not) on ``calibration.py``'s scenarios: its false-positive rate where the gap is 0 and its power where it is not."""
+    import calibration
+
+    sc = calibration.SCENARIOS[scenario]
+    rng = np.random.default_rng([seed, k, n, list(calibration.SCENARIOS).index(scenario)])
+    hits: dict[str, list[bool]] = {}
+    for _ in range(n_sims):
+        d = calibration.simulate(sc, k, n, rng)
+        for cond, g in d.groupby("condition", sort=False):
+            u = (g["monotonicity"] == "upward").astype(float).to_numpy()
+            X, names = qmixed.firth_design(g, {"u": u})
+            r = term_test(X, g["correct"].astype(float).to_numpy(), names, "u")
+            hits.setdefault(cond, []).append(bool(r["converged"]) and r["p"] < ALPHA)
+    null = scenario.startswith("null") or scenario == "chance"
+    return [{"test": "firth_plr", "condition": c, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
+             "n_sims": len(h), "rejections": int(np.sum(h)), "rate": float(np.mean(h)),
+             "mc_se": float(np.sqrt(np.mean(h) * (1 - np.mean(h)) / len(h))), "n_invalid": 0,
+             "null_true": null and not (c == "explicit" and sc.interaction), "odds_ratio": float(np.exp(sc.gap)),
+             "r": False} for c, h in hits.items()]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n-sims", type=int, default=200)
@@ -92,12 +132,17 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=6, help="prompts per concept and condition")
     ap.add_argument("--or", dest="odds_ratio", type=float, default=3.0, help="ratio of the two gaps' ORs for power")
     ap.add_argument("--r", action="store_true", help="fit the lme4 GLMM too (slow: one Rscript per simulation)")
+    ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
     ap.add_argument("--seed", type=int, default=20240101)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     rows = []
-    for scenario in ("equal_gaps", "different_gaps"):
-        rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio)
+    if args.gap:
+        for scenario in ("null", "null_varying_gap", "gap_or2"):
+            rows += run_gap(scenario, args.n_sims, args.thresholds, args.prompts, args.seed)
+    else:
+        for scenario in ("equal_gaps", "different_gaps"):
+            rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio)
     old = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
     key = ("test", "condition", "scenario", "thresholds", "prompts_per_concept", "r")
     new = {tuple(r[c] for c in key) for r in rows}

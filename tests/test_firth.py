@@ -3,21 +3,17 @@ data, the closed form of a 2 × 2 table, its test and interval agreeing, and a r
 and downward all wrong (the demo's shape) reading as strong evidence through the real analysis path."""
 from __future__ import annotations
 
-import json
 import math
 import re
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import firth, paths, report, results
+from nbutils import firth, report, results
 from nbutils.rbridge import r_available, run_r
-from nbutils.score_files import write_scores
 from nbutils.studies.monotonicity import analysis
-
-SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
+from simulated_runs import simulated_run
 
 
 def design(seed: int = 1, flips: int = 1):
@@ -68,33 +64,11 @@ def test_a_design_matrix_without_full_rank_is_refused():
         firth.firth_fit(np.ones((10, 2)), np.r_[np.ones(5), np.zeros(5)])
 
 
-def simulated_run(tmp_path, correct_of) -> "Path":
-    """A run directory with the demo's prompts and one score file whose answers are ``correct_of(prompts)``."""
-    run = tmp_path / "run"
-    (run / "scores").mkdir(parents=True)
-    for name in ("prompts.parquet", "prompts.json"):
-        shutil.copy(SAMPLE / name, run / name)
-    prompts = pd.read_parquet(run / "prompts.parquet")
-    src = SAMPLE / "scores" / "smollm2-135m-instruct.parquet"
-    scores = pd.read_parquet(src).set_index("prompt_id").loc[prompts["prompt_id"]].reset_index()
-    correct = np.asarray(correct_of(prompts), dtype=bool)
-    pred = np.where(correct, prompts["label"], ~prompts["label"])
-    yes, no = np.where(pred, -1.0, -2.0), np.where(pred, -2.0, -1.0)  # log-probs that give the answer ``pred``
-    scores = scores.assign(pred_yes=pred, correct=correct, margin=yes - no, label=prompts["label"].to_numpy(),
-                           **{f"{k}_yes": yes for k in ("logp", "norm_token", "norm_char")},
-                           **{f"{k}_no": no for k in ("logp", "norm_token", "norm_char")},
-                           **{c: np.where(pred, "Yes", "No") for c in ("choice", "choice_norm_token", "choice_norm_char")},
-                           **{c: correct for c in ("correct_norm_token", "correct_norm_char")})
-    meta = json.loads((SAMPLE / "scores" / "smollm2-135m-instruct.json").read_text())
-    write_scores(scores, meta, run / "scores" / src.name)
-    return run
-
-
 def test_upward_always_right_downward_always_wrong_reads_as_strong_evidence(tmp_path, monkeypatch):
     """The demo's 120 prompts, upward concepts all right and downward all wrong: the GEE (no R here) has no finite
     estimate, and the headline gives Firth's direction, odds ratio, CI and p, saying which test it stands in for."""
     monkeypatch.setenv("NB_RSCRIPT", "none")
-    run = simulated_run(tmp_path, lambda p: p["monotonicity"] == "upward")
+    run = simulated_run(tmp_path, {"m": lambda p: p["monotonicity"] == "upward"})
     a = analysis.analyze_run(run, n_boot=50)
     head = [r for r in a.summary["records"] if r.get("headline") and r["term"] == "upward"
             and r["test"] == "firth_plr"]

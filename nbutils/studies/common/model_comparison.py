@@ -198,6 +198,9 @@ def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
                                                  "statistic": getattr(u, "chisq", np.nan), "p": getattr(u, "p", np.nan),
                                                  "valid": bool(u.valid) and not (sep or bad), "note": note}])],
                             ignore_index=True)
+    for col in ("estimate", "se", "ci_low", "ci_high", "statistic", "p"):
+        if len(out) and col not in out:
+            out[col] = np.nan
     if len(out):
         out["p_holm"] = out.groupby(["condition", "test"])["p"].transform(lambda s: holm(s.to_numpy()))
     return out
