@@ -11,8 +11,8 @@ reported per test and condition with its Monte-Carlo SE.
     python benchmarks/calibration_models.py --r --n-sims 40 --thresholds 5 --prompts 6 # with the lme4 GLMM
     python benchmarks/calibration_models.py --gap --n-sims 200 --thresholds 5 --prompts 6  # the gap's Firth fallback
 
-Each call adds its rows to ``benchmarks/results/calibration_models.json`` (rows of the same design, test and
-scenario are replaced).
+Each call adds its rows to ``benchmarks/results/calibration_models.json`` (``calibration_firth.json`` with
+``--gap``; rows of the same design, test and scenario are replaced).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from nbutils.studies.common import quantifier_mixed_models as qmixed
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "calibration_models.json"
+OUT_GAP = ROOT / "benchmarks" / "results" / "calibration_firth.json"
 ALPHA = 0.05
 LOG15 = float(np.log(1.5))
 
@@ -97,7 +98,7 @@ def firth_every_time(d: pd.DataFrame) -> dict[tuple, bool]:
     out = {}
     for first, second, both in model_comparison.pairs(d):
         for cond, g in both.groupby("condition", sort=False):
-            r = model_comparison.firth(model_comparison._frame(g, first))
+            r = model_comparison.firth(model_comparison._frame(g, first), ci=False)
             out[("firth_models_always", cond)] = bool(r["ok"]) and r["p"] < ALPHA
     return out
 
@@ -115,7 +116,7 @@ def run_gap(scenario: str, n_sims: int, k: int, n: int, seed: int) -> list[dict]
         for cond, g in d.groupby("condition", sort=False):
             u = (g["monotonicity"] == "upward").astype(float).to_numpy()
             X, names = qmixed.firth_design(g, {"u": u})
-            r = term_test(X, g["correct"].astype(float).to_numpy(), names, "u")
+            r = term_test(X, g["correct"].astype(float).to_numpy(), names, "u", ci=False)
             hits.setdefault(cond, []).append(bool(r["converged"]) and r["p"] < ALPHA)
     null = scenario.startswith("null") or scenario == "chance"
     return [{"test": "firth_plr", "condition": c, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
@@ -134,8 +135,9 @@ def main(argv=None) -> int:
     ap.add_argument("--r", action="store_true", help="fit the lme4 GLMM too (slow: one Rscript per simulation)")
     ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
     ap.add_argument("--seed", type=int, default=20240101)
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, with --gap {OUT_GAP.name}")
     args = ap.parse_args(argv)
+    args.out = args.out or (OUT_GAP if args.gap else OUT)
     rows = []
     if args.gap:
         for scenario in ("null", "null_varying_gap", "gap_or2"):

@@ -131,11 +131,12 @@ def profile_ci(fit: FirthFit, j: int, level: float = 0.95) -> tuple[float, float
     return out[0], out[1]
 
 
-def term_test(X, y, names, term: str, null: float = 0.0) -> dict:
-    """One coefficient of a Firth fit as a record's numbers: estimate, SE, profile CI, penalised LR χ² and p."""
+def term_test(X, y, names, term: str, null: float = 0.0, ci: bool = True) -> dict:
+    """One coefficient of a Firth fit as a record's numbers: estimate, SE, profile CI (NaN without ``ci``: the
+    calibration needs only p, and the CI excludes ``null`` exactly when p < .05), penalised LR χ² and p."""
     fit = firth_fit(X, y, names)
     j = list(fit.names).index(term)
     chisq, p = lr_test(fit, j, null)
-    lo, hi = profile_ci(fit, j)
+    lo, hi = profile_ci(fit, j) if ci else (float("nan"), float("nan"))
     return {"estimate": float(fit.params[j]), "se": float(fit.se[j]), "ci_low": lo, "ci_high": hi,
             "statistic": chisq, "p": p, "converged": fit.converged}

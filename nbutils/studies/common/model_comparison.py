@@ -113,10 +113,11 @@ def gee(d: pd.DataFrame) -> dict:
             "p": p}
 
 
-def firth(d: pd.DataFrame) -> dict:
-    """Firth's penalised logistic regression ``correct ~ u + m + u·m`` + thresholds as fixed strata: the u·m term."""
+def firth(d: pd.DataFrame, ci: bool = True) -> dict:
+    """Firth's penalised logistic regression ``correct ~ u + m + u·m`` + thresholds as fixed strata: the u·m term
+    (without its profile CI when not ``ci``)."""
     X, names = firth_design(d, {c: d[c].to_numpy() for c in ("u", "m", "um")})
-    res = term_test(X, d["correct"].to_numpy(), names, "um")
+    res = term_test(X, d["correct"].to_numpy(), names, "um", ci=ci)
     return {k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")} | {"ok": res["converged"]}
 
 
