@@ -64,6 +64,7 @@ def test_a_design_matrix_without_full_rank_is_refused():
         firth.firth_fit(np.ones((10, 2)), np.r_[np.ones(5), np.zeros(5)])
 
 
+@pytest.mark.slow  # 5 s on a quiet host, 12 s on two busy cores: the whole analysis of one model
 def test_upward_always_right_downward_always_wrong_reads_as_strong_evidence(tmp_path, monkeypatch):
     """The demo's 120 prompts, upward concepts all right and downward all wrong: the GEE (no R here) has no finite
     estimate, and the headline gives Firth's direction, odds ratio, CI and p, saying which test it stands in for."""
