@@ -30,6 +30,7 @@ METHODS = {
     "glmm_lrt": "binomial GLMM, lme4, likelihood-ratio test",
     "gee_bias_reduced": "logistic GEE clustered by threshold, bias-reduced SE, t(K−1)",
     "glm_single_threshold": "logistic GLM at one threshold",
+    "firth_plr": "Firth's penalised logistic regression, thresholds fixed, penalised likelihood-ratio test, profile CI",
     "signflip_gap": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_gap_difference": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_dprime_gap": "sign-flip test over thresholds, t(K−1) CI",
@@ -48,6 +49,11 @@ METHODS = {
     "cue_accuracy_test": "Newcombe CI, Fisher's exact test, Holm-adjusted p",
     "cue_distribution_test": "Fisher's exact test",
     "mcnemar_vs_baseline": "exact McNemar test, Holm",
+    "glmm_models": "binomial GLMM of model × upward, prompt random intercept, lme4, likelihood-ratio test",
+    "gee_models": "logistic GEE of model × upward clustered by prompt, bias-reduced SE, Wald z",
+    "firth_models": "Firth's penalised logistic regression of model × upward, thresholds fixed, penalised "
+                    "likelihood-ratio test, profile CI",
+    "mcnemar_models": "exact McNemar test on the same prompts",
     "dif_vs_accuracy_regression": "OLS, one point per model",
     "lmm_negation_satterthwaite": "linear mixed model, lme4, Satterthwaite t",
     "lmm_negation_mixedlm_z": "linear mixed model, statsmodels MixedLM, Wald z",
@@ -311,7 +317,7 @@ def _none_words(record: dict, h: dict) -> str:
 def fallback_words(record: dict, fallback_test: str, records: Iterable[dict] = ()) -> str:
     """``It stands in for the headline test (binomial GLMM, …), which is not estimable here (reason).``"""
     same = [r for r in records if r.get("test") == fallback_test and not r.get("valid", True)
-            and all(r.get(k) == record.get(k) for k in ("model", "condition") if record.get(k) is not None)]
+            and all(r.get(k) == record.get(k) for k in ("model", "models", "condition") if record.get(k) is not None)]
     name = METHODS.get(fallback_test, fallback_test.replace("_", " "))
     why = f" ({reason(same[0])})" if same else ""
     return f"It stands in for the headline test ({name}), which is not estimable here{why}."
@@ -327,11 +333,11 @@ def headline_records(summary: dict, select: Callable[[dict], bool] | None = None
 
 
 def replaced_dropped(recs: list[dict]) -> list[dict]:
-    """``recs`` without the invalid records a fallback among them names in ``fallback_for`` (same model and
-    condition)."""
+    """``recs`` without the invalid records a fallback among them names in ``fallback_for`` (same model, or pair of
+    models compared, and condition)."""
     fallbacks = [r for r in recs if r.get("fallback_for")]
     return [r for r in recs if r.get("valid", True) or not any(
-        f["fallback_for"] == r.get("test") and all(f.get(k) == r.get(k) for k in ("model", "condition"))
+        f["fallback_for"] == r.get("test") and all(f.get(k) == r.get(k) for k in ("model", "models", "condition"))
         for f in fallbacks)]
 
 

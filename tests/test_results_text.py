@@ -13,7 +13,7 @@ import pytest
 
 from nbutils import paths, results
 from nbutils.stats import claim, record
-from nbutils.studies.common import claims
+from nbutils.studies.common import claims, model_comparison
 from nbutils.studies.monotonicity import analysis
 from nbutils.studies.monotonicity.results import results_text
 
@@ -207,7 +207,8 @@ def _study_claims() -> list[dict]:
             cstats._clustered_claim("cochran_q", "all groups equal"), cstats._auc_claim("g"), cstats._bias_claim("g"),
             term_claim("context × form", "deviation", "log_ppl"), term_claim("form", "treatment", "ppl"),
             persona_claim("real_vs_null", "null_random", "greater"), persona_claim("real_vs_null", "null_word", "less"),
-            persona_claim("mcnemar", "p1"), persona_claim("regression", ""), accuracy_claim("word:more")]
+            persona_claim("mcnemar", "p1"), persona_claim("regression", ""), accuracy_claim("word:more"),
+            model_comparison.hypothesis("model-a", "model-b", "explicit"), model_comparison.accuracy_claim("a", "b")]
 
 
 STUDY_CLAIMS = _study_claims()
@@ -248,6 +249,26 @@ def _random_record(rng) -> dict:
     return {"test": "x", "term": "t", "estimate": est, "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None,
             "p": p, "valid": bool(rng.random() > 0.1), "note": "what; REASON",
             "hypothesis": hyp}
+
+
+def test_property_a_separated_effect_reads_as_strong_evidence_with_direction_estimate_ci_and_p():
+    """Firth-shaped records (a gap of 4 to 12 log-odds either way, an asymmetric profile CI away from 0, p down to
+    1e-300): the sentence claims the side the estimate is on and prints the odds ratio, its CI and p < .001."""
+    rng = np.random.default_rng(7)
+    hyps = [claims.gap("concept_learning"), claims.gap("explicit"), model_comparison.hypothesis("A", "B", None)]
+    for _ in range(500):
+        sign, est = rng.choice([-1, 1]), rng.uniform(4, 12)
+        lo, hi = est - rng.uniform(0.5, est - 0.2), est + rng.uniform(0.5, 12)
+        lo, hi = (lo, hi) if sign > 0 else (-hi, -lo)
+        h = hyps[rng.integers(len(hyps))]
+        rec = record("firth_plr", "upward", sign * est, 1.0, lo, hi, 10.0 ** -rng.uniform(4, 300), hypothesis=h)
+        text = results.sentence(rec)
+        side = h["more"] if sign > 0 else h["less"]
+        assert results.verdict(rec) == ("more" if sign > 0 else "less")
+        assert text.startswith(f"{side}: {h['symbol']} = "), text
+        assert re.search(r"95% CI \[[\d.e+-]+, [\d.e+-]+\], p < \.001 \(", text), text
+        m = _PHRASE.search(text)
+        assert m and _tol(m["est"], math.exp(sign * est)) and _tol(m["lo"], math.exp(lo)), text
 
 
 def test_property_sentences_agree_with_their_records_in_direction_verdict_and_numbers():

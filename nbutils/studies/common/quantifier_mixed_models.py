@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ...firth import term_test
 from ...stats import fit_problems
 from .quantifier_stats import threshold_units
 
@@ -173,6 +174,46 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
                          "degenerate": degenerate})
     return pd.DataFrame(rows)
 
+def firth_design(g: pd.DataFrame, extra: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, list[str]]:
+    """The design matrix of a Firth fit in one condition: intercept, ``extra`` columns, thresholds as fixed strata
+    (one indicator per threshold but the first)."""
+    cluster = threshold_units(g).to_numpy()
+    levels = list(dict.fromkeys(cluster))
+    cols = {"(Intercept)": np.ones(len(g)), **(extra or {})}
+    cols.update({f"threshold[{t}]": (cluster == t).astype(float) for t in levels[1:]})
+    return np.column_stack(list(cols.values())), list(cols)
+
+
+def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model and condition whose upward or downward concepts are answered all right or all wrong (the cells where
+    the GLMM and the GEE have no finite estimate): Firth's penalised logistic regression ``correct ~ u`` with the
+    thresholds as fixed strata, its penalised likelihood-ratio test and profile CI of the gap (``nbutils.firth``).
+
+    A fixed-threshold test, like the Mantel–Haenszel odds ratio: about these thresholds; the prompts of one condition
+    are independent given their threshold and direction. Empty where no cell is separated."""
+    rows = []
+    for (model, condition), g in df.groupby(["model", "condition"], sort=False):
+        d, _, _ = _design(g.assign(condition="concept_learning"))
+        if d["u"].nunique() < 2 or not separated_cells(d):
+            continue
+        X, names = firth_design(g, {"u": d["u"].to_numpy()})
+        base = {"model": model, "test": "firth_plr", "term": "upward", "condition": condition, "n": len(g),
+                "n_thresholds": threshold_units(g).nunique(), "random_effects": "",
+                "formula": "correct ~ u + threshold (fixed strata), Firth penalty", "meaning": TERM_NOTES["u"],
+                "df": 1, "degenerate": ""}
+        try:
+            res = term_test(X, d["correct"].to_numpy(), names, "u")
+        except (ValueError, np.linalg.LinAlgError) as err:
+            rows.append({**base, "valid": False, "note": f"Firth fit failed: {err}"})
+            continue
+        ok = res["converged"] and all(np.isfinite([res["ci_low"], res["ci_high"], res["p"]]))
+        rows.append({**base, **{k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")},
+                     "valid": ok, "note": "fixed-threshold test (these thresholds only): Firth's penalised logistic "
+                     "regression, penalised likelihood-ratio test, profile CI" + ("" if ok else
+                     "; the penalised fit did not converge or its profile CI is open")})
+    return pd.DataFrame(rows)
+
+
 @lru_cache(maxsize=1)
 def glmm_script() -> str:
     """The lme4 script ``run_glmm`` hands to R (``glmm.R`` beside this module)."""
@@ -261,7 +302,7 @@ def mixed_model(df: pd.DataFrame, use_r: bool = True) -> pd.DataFrame:
     odds; ``odds_ratio`` and its CI are their exponentials. ``upward`` (concept learning) is the gap;
     ``upward:explicit`` < 0 means stating the concept shrinks it.
     """
-    parts = [glmm_model(df) if use_r else pd.DataFrame(), gee_model(df)]
+    parts = [glmm_model(df) if use_r else pd.DataFrame(), gee_model(df), firth_gap(df)]
     out = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
     if out.empty:
         return pd.DataFrame(columns=["model", "test", "term", "condition", "estimate", "p", "valid", "headline", "note"])

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import artifacts, precision
 from ...runstore import check_int, excluded_notes, split_precisions
-from ..common import quantifier_stats, rules
+from ..common import model_comparison, quantifier_stats, rules
 from . import results, plots, robustness, stats
 from .scores import load_scores
 
@@ -16,10 +16,11 @@ Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int | None = None,
-            use_r: bool = True) -> Analysis:
+            use_r: bool = True, order: list[str] | None = None) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
-    number of examples when it is smaller."""
+    number of examples when it is smaller. With several models, each is compared with the first of ``order`` (default:
+    the order of the frame) on the prompts both scored."""
     check_int("n_boot", n_boot, 1)
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
@@ -39,6 +40,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.tables["mirror_test"], a.tables["mirror_test_pooled"] = rules.mirror_test(a.tables["rules"])
     a.tables["robustness"] = robustness.variant_table(scores)  # the gap per prompt variant (empty: one wording)
     a.tables["robustness_tests"] = robustness.heterogeneity(scores, use_r=use_r, seed=seed)
+    models = [m for m in (order or []) if m in set(scores["model"])] or list(dict.fromkeys(scores["model"]))
+    a.tables["model_comparison"] = (model_comparison.compare(scores, models, use_r=use_r) if len(models) > 1
+                                    else pd.DataFrame())
     if a.tables["gap_pooled"].empty:
         a.notes.append("no threshold has both an upward and a downward concept: no gap can be computed")
     for model, g in scores.groupby("model"):
@@ -48,11 +52,14 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
     a.summary = stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])
-    a.summary["records"] = stats.records(a.tables) + robustness.records(a.tables["robustness"],
-                                                                        a.tables["robustness_tests"])
+    a.summary["records"] = (stats.records(a.tables) + robustness.records(a.tables["robustness"],
+                                                                         a.tables["robustness_tests"])
+                            + (model_comparison.records(a.tables["model_comparison"])
+                               if len(a.tables["model_comparison"]) else []))
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["design"] = design(scores, a.tables["mcnemar"])
+    a.summary["design"]["model_order"] = models
     a.summary["_notes"] = a.notes
     a.text = results.results_text(a.summary)
     return a
@@ -83,6 +90,8 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
         figs["precision_margins"] = precision.margin_figure(variants, "prompt_id")
     if not a.tables["gap_pooled"].empty:
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])
+    if not a.tables.get("model_comparison", pd.DataFrame()).empty:
+        figs["model_gaps"] = plots.model_gaps(a.summary["records"], a.summary["design"]["model_order"])
     if not a.tables["difficulty"].empty:
         figs["difficulty_curves"] = plots.difficulty_curves(a.tables["difficulty"]).figure
     if not a.tables["robustness"].empty:
@@ -101,7 +110,8 @@ def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot
         check_int("rules_k", rules_k, 1)
     artifacts.clear_results(run_dir)
     scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
-    a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r)
+    order = model_comparison.scored_order(run_dir, scores["model"].unique()) if len(scores) else None
+    a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r, order=order)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
         a.tables["precision"], recs = precision.compare(
             variants, "prompt_id", headline=lambda d: quantifier_stats.headline_gap(d, n_boot=n_boot, seed=seed))

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ...results import headline_records
 from ..common.quantifier_stats import threshold_value
 
 PALETTE = {"upward": "#1f77b4", "downward": "#d62728"}
@@ -84,6 +85,37 @@ def gap_forest(gaps: pd.DataFrame) -> plt.Figure:
                      fontsize=7)
     left.set_title("accuracy gap", fontsize=9)
     right.set_title("log odds ratio (> 0: upward easier)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def model_gaps(records: list[dict], order: list[str]) -> plt.Figure:
+    """The gap of each model, in ``order`` (the order the models were scored in), one marker per condition: the
+    headline test's odds ratio (upward vs downward) with its 95% CI on a log axis; a model whose headline is not
+    estimable is named without a marker."""
+    heads = {(r.get("model"), r.get("condition")): r for r in headline_records({"records": records})
+             if r.get("term") == "upward" and r.get("model") is not None}
+    conditions = [c for c in ("concept_learning", "explicit") if any(k[1] == c for k in heads)]
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(order) * max(1, len(conditions)) + 1.4))
+    ticks, labels = [], []
+    for i, model in enumerate(order[::-1]):
+        for j, cond in enumerate(conditions):
+            y = i * (len(conditions) + 1) + j
+            r = heads.get((model, cond))
+            ok = r is not None and r.get("valid") and all(np.isfinite([r.get(k) or np.nan for k in
+                                                                       ("estimate", "ci_low", "ci_high")]))
+            if ok:
+                est, lo, hi = np.exp([r["estimate"], r["ci_low"], r["ci_high"]])
+                ax.errorbar(est, y, xerr=[[est - lo], [hi - est]], fmt="o", capsize=3,
+                            color={"concept_learning": "#2ca02c", "explicit": "#9467bd"}[cond])
+            ticks.append(y)
+            labels.append(f"{model}\n{cond.replace('_', ' ')}" + ("" if ok else " (not estimable)")
+                          + (f"\n{r['test'].replace('_', ' ')}" if ok else ""))
+    ax.axvline(1, color="grey", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_yticks(ticks, labels, fontsize=7)
+    ax.set_xlabel("odds ratio upward vs downward, headline test, 95% CI (> 1: upward easier)", fontsize=8)
+    ax.set_title("the gap per model, in the order scored", fontsize=9)
     fig.tight_layout()
     return fig
 

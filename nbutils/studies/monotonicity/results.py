@@ -11,6 +11,17 @@ def _acc(x) -> str:
     return f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "n/a"
 
 
+def comparison_lines(heads: list[dict], records: list[dict], alpha: float = ALPHA) -> list[str]:
+    """One sentence per comparison of two models and condition (its headline record), naming both models."""
+    out = []
+    for r in heads:
+        if r.get("models") and r.get("term") == "upward:model":
+            first, second = r["models"]
+            where = CONDITION_NAMES.get(r.get("condition"), r.get("condition"))
+            out.append(f"{first} vs {second}, {where}: {sentence(r, alpha, records, who=False)}")
+    return out
+
+
 def results_text(summary: dict, alpha: float = ALPHA) -> str:
     """Design, the headline test (upward vs downward, per condition, and whether stating the concept closes the gap)
     per model, each in the words of the side its data point to (the sentence engine), the notes of ``summary.json``
@@ -48,6 +59,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
                        "p < .05 below 5)")
     caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n]
+    lines += comparison_lines(recs, records, alpha)
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
     return paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),

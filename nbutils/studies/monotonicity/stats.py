@@ -237,7 +237,7 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
 # a headline record that is not valid hands over to the first valid record of the same model, condition and term in
 # this order: the GLMM, the GEE (clustered by threshold), the sign-flip test over thresholds, the fixed-threshold
 # Mantel-Haenszel odds ratio (the last two exist for the gap, ``upward``, only)
-HEADLINE_ORDER = ["glmm_lrt", "gee_bias_reduced", "signflip_gap", "cmh"]
+HEADLINE_ORDER = ["glmm_lrt", "gee_bias_reduced", "firth_plr", "signflip_gap", "cmh"]
 
 
 def summary(gaps: pd.DataFrame, mixed: pd.DataFrame, dgap: pd.DataFrame) -> dict:

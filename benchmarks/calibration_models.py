@@ -1,0 +1,161 @@
+"""Calibration of the model comparison (``nbutils.studies.common.model_comparison``) by simulation.
+
+Two models answer the same prompts: each prompt has one difficulty both models share (random intercepts for
+threshold and prompt, as in ``calibration.py``), each model its own accuracy and its own answers. Under the null the
+two gaps are equal (both log 1.5, the thresholds' own deviations from it shared); for power the first model's gap is
+larger by ``--or``. Every simulated run is analysed with ``model_comparison.compare``; the share of p < .05 is
+reported per test and condition with its Monte-Carlo SE.
+
+    python benchmarks/calibration_models.py --n-sims 200 --thresholds 5 --prompts 6    # the demo's size
+    python benchmarks/calibration_models.py --n-sims 200 --thresholds 10 --prompts 100 # the paper's size
+    python benchmarks/calibration_models.py --r --n-sims 40 --thresholds 5 --prompts 6 # with the lme4 GLMM
+    python benchmarks/calibration_models.py --gap --n-sims 200 --thresholds 5 --prompts 6  # the gap's Firth fallback
+
+Each call adds its rows to ``benchmarks/results/calibration_models.json`` (``calibration_firth.json`` with
+``--gap``; rows of the same design, test and scenario are replaced).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nbutils import artifacts
+from nbutils.firth import term_test
+from nbutils.studies.common import model_comparison
+from nbutils.studies.common import quantifier_mixed_models as qmixed
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "calibration_models.json"
+OUT_GAP = ROOT / "benchmarks" / "results" / "calibration_firth.json"
+ALPHA = 0.05
+LOG15 = float(np.log(1.5))
+
+
+def simulate(k: int, n: int, rng: np.random.Generator, extra_gap: float = 0.0, sd_gap: float = 0.3,
+             sd_threshold: float = 0.5, sd_pair: float = 0.5) -> pd.DataFrame:
+    """Two models (A, B) on one set of prompts: k thresholds × up/down × ``n`` prompts × two conditions."""
+    thr, gap_t = rng.normal(0, sd_threshold, k), LOG15 + rng.normal(0, sd_gap, k)
+    t = np.repeat(np.arange(k), 2 * n)
+    up = np.tile(np.repeat([1, 0], n), k)
+    label = np.tile(np.arange(n) % 2 == 0, 2 * k)
+    pair = rng.normal(0, sd_pair, 2 * k * n)
+    frames = []
+    for model, base, extra in (("A", 0.85, extra_gap), ("B", 0.4, 0.0)):
+        for cond in ("concept_learning", "explicit"):
+            eta = base + thr[t] + up * (gap_t[t] + extra) + pair
+            correct = rng.random(len(eta)) < 1 / (1 + np.exp(-eta))
+            frames.append(pd.DataFrame({
+                "model": model, "condition": cond, "family": "proportional", "threshold": np.char.add("t", t.astype(str)),
+                "monotonicity": np.where(up == 1, "upward", "downward"), "correct": correct, "label": label,
+                "prompt_id": np.char.add(np.char.add("p", np.arange(2 * k * n).astype(str)), "_" + cond)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds_ratio: float) -> list[dict]:
+    """Rejection rate per test and condition over ``n_sims`` simulated runs of one scenario."""
+    extra = 0.0 if scenario == "equal_gaps" else float(np.log(odds_ratio))
+    rng = np.random.default_rng([seed, k, n, int(extra * 1000)])
+    hits: dict[tuple, list[bool]] = {}
+    invalid: dict[tuple, int] = {}
+    t0 = time.perf_counter()
+    for _ in range(n_sims):
+        d = simulate(k, n, rng, extra)
+        t = model_comparison.compare(d, use_r=use_r)
+        for r in t.itertuples(index=False):
+            key = (r.test, r.condition)
+            hits.setdefault(key, []).append(bool(r.valid) and bool(r.p < ALPHA))
+            invalid[key] = invalid.get(key, 0) + (not bool(r.valid))
+        if not use_r:
+            for key, hit in firth_every_time(d).items():
+                hits.setdefault(key, []).append(hit)
+        heads = model_comparison.records(t)
+        for cond in ("concept_learning", "explicit"):  # the headline as the report says it: fallback included
+            said = [r for r in heads if r.get("headline") and r["condition"] == cond and r.get("valid")
+                    and not (r["test"] != "firth_models" and any(h.get("fallback_for") == r["test"] for h in heads
+                                                                 if h["condition"] == cond))]
+            hits.setdefault(("headline", cond), []).append(bool(said) and said[-1]["p"] < ALPHA)
+    rows = []
+    for (test, cond), h in sorted(hits.items()):
+        rate = float(np.mean(h))
+        rows.append({"test": test, "condition": cond, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
+                     "n_sims": len(h), "rejections": int(np.sum(h)), "rate": rate,
+                     "mc_se": float(np.sqrt(rate * (1 - rate) / len(h))), "n_invalid": invalid.get((test, cond), 0),
+                     "null_true": scenario == "equal_gaps" and test != "mcnemar_models",
+                     "odds_ratio": 1.0 if scenario == "equal_gaps" else odds_ratio, "r": use_r})
+    print(f"[models] {scenario} k={k} n={n} r={use_r}: {n_sims} sims in {time.perf_counter() - t0:.0f} s",
+          file=sys.stderr)
+    return rows
+
+
+def firth_every_time(d: pd.DataFrame) -> dict[tuple, bool]:
+    """Firth's comparison on every simulated run, separated or not: its own false-positive rate and power."""
+    out = {}
+    for first, second, both in model_comparison.pairs(d):
+        for cond, g in both.groupby("condition", sort=False):
+            r = model_comparison.firth(model_comparison._frame(g, first), ci=False)
+            out[("firth_models_always", cond)] = bool(r["ok"]) and r["p"] < ALPHA
+    return out
+
+
+def run_gap(scenario: str, n_sims: int, k: int, n: int, seed: int) -> list[dict]:
+    """The per-model gap's Firth fallback (``quantifier_mixed_models``' Firth fit, here on every run, separated or
+    not) on ``calibration.py``'s scenarios: its false-positive rate where the gap is 0 and its power where it is not."""
+    import calibration
+
+    sc = calibration.SCENARIOS[scenario]
+    rng = np.random.default_rng([seed, k, n, list(calibration.SCENARIOS).index(scenario)])
+    hits: dict[str, list[bool]] = {}
+    for _ in range(n_sims):
+        d = calibration.simulate(sc, k, n, rng)
+        for cond, g in d.groupby("condition", sort=False):
+            u = (g["monotonicity"] == "upward").astype(float).to_numpy()
+            X, names = qmixed.firth_design(g, {"u": u})
+            r = term_test(X, g["correct"].astype(float).to_numpy(), names, "u", ci=False)
+            hits.setdefault(cond, []).append(bool(r["converged"]) and r["p"] < ALPHA)
+    null = scenario.startswith("null") or scenario == "chance"
+    return [{"test": "firth_plr", "condition": c, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
+             "n_sims": len(h), "rejections": int(np.sum(h)), "rate": float(np.mean(h)),
+             "mc_se": float(np.sqrt(np.mean(h) * (1 - np.mean(h)) / len(h))), "n_invalid": 0,
+             "null_true": null and not (c == "explicit" and sc.interaction), "odds_ratio": float(np.exp(sc.gap)),
+             "r": False} for c, h in hits.items()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n-sims", type=int, default=200)
+    ap.add_argument("--thresholds", type=int, default=5)
+    ap.add_argument("--prompts", type=int, default=6, help="prompts per concept and condition")
+    ap.add_argument("--or", dest="odds_ratio", type=float, default=3.0, help="ratio of the two gaps' ORs for power")
+    ap.add_argument("--r", action="store_true", help="fit the lme4 GLMM too (slow: one Rscript per simulation)")
+    ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
+    ap.add_argument("--seed", type=int, default=20240101)
+    ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, with --gap {OUT_GAP.name}")
+    args = ap.parse_args(argv)
+    args.out = args.out or (OUT_GAP if args.gap else OUT)
+    rows = []
+    if args.gap:
+        for scenario in ("null", "null_varying_gap", "gap_or2"):
+            rows += run_gap(scenario, args.n_sims, args.thresholds, args.prompts, args.seed)
+    else:
+        for scenario in ("equal_gaps", "different_gaps"):
+            rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio)
+    old = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
+    key = ("test", "condition", "scenario", "thresholds", "prompts_per_concept", "r")
+    new = {tuple(r[c] for c in key) for r in rows}
+    kept = [r for r in old if tuple(r.get(c) for c in key) not in new]
+    artifacts.write_json({"created": artifacts.now_utc(), "alpha": ALPHA, "versions": artifacts.versions(),
+                          "rows": kept + rows}, args.out)
+    for r in rows:
+        print(f"{r['scenario']:15s} k={r['thresholds']:2d} n={r['prompts_per_concept']:3d} r={r['r']!s:5s} "
+              f"{r['test']:15s} {r['condition']:17s} {r['rate']:.3f} ± {r['mc_se']:.3f} (invalid {r['n_invalid']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Models compared on the same prompts: does the upward − downward gap of one model differ from another's?
+
+Each model after the first is compared with the first (the reference), per condition, on the prompts both scored:
+lme4's GLMM ``correct ~ u × m`` with the prompt as a random intercept (R, where installed), a logistic GEE with the
+same terms clustered by prompt (always; the headline without R), Firth's penalised regression with the thresholds as
+fixed strata where a model answers one direction all right or all wrong (the fallback when the first two are
+degenerate), and the exact McNemar test of the two models' correctness. The estimate is the reference's gap minus
+the other model's, in log odds; with more than one comparison the p-values are Holm-adjusted over them.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar
+
+from ... import artifacts, paths
+from ...firth import term_test
+from ...stats import claim, fallback_headlines, fit_problems, holm, record
+from .quantifier_mixed_models import firth_design, separated_cells
+
+ORDER = ["glmm_models", "gee_models", "firth_models"]  # the headline and its stand-ins, in this order
+IDENTICAL = "the two models gave the same answer to every shared prompt: their gaps are equal (no fit needed)"
+GLMM_SCRIPT = r"""
+suppressPackageStartupMessages(library(lme4))
+ctrl <- glmerControl(optimizer = "bobyqa", optCtrl = list(maxfun = 1e5))
+fit <- function(f, d) {
+  msgs <- character(0)
+  m <- withCallingHandlers(tryCatch(glmer(f, data = d, family = binomial, control = ctrl),
+                                    error = function(e) { msgs <<- c(msgs, conditionMessage(e)); NULL }),
+                           warning = function(w) { msgs <<- c(msgs, conditionMessage(w)); invokeRestart("muffleWarning") },
+                           message = function(w) invokeRestart("muffleMessage"))
+  conv <- if (is.null(m)) c("no fit", msgs) else setdiff(m@optinfo$conv$lme4$messages,
+                                                         "boundary (singular) fit: see help('isSingular')")
+  list(m = m, conv = unique(c(conv, grep("converge|failure", msgs, value = TRUE))))
+}
+one <- function(d) {
+  full <- fit(correct ~ u * m + (1 | prompt), d)
+  red <- fit(correct ~ u + m + (1 | prompt), d)
+  ok <- !is.null(full$m) && !is.null(red$m) && !length(full$conv) && !length(red$conv)
+  note <- paste(c(full$conv, red$conv), collapse = "; ")
+  if (is.null(full$m)) return(list(info = data.frame(valid = FALSE, note = note), terms = NULL))
+  co <- summary(full$m)$coefficients
+  chisq <- if (is.null(red$m)) NA else max(0, 2 * (as.numeric(logLik(full$m)) - as.numeric(logLik(red$m))))
+  sd <- as.data.frame(VarCorr(full$m))$sdcor[1]
+  list(info = data.frame(valid = ok, note = note),
+       terms = data.frame(estimate = co["u:m", 1], se = co["u:m", 2], chisq = chisq, sd_prompt = sd,
+                          p = stats::pchisq(chisq, 1, lower.tail = FALSE)))
+}
+nb_per_unit(nb_in("cmp"), one, "terms")
+"""
+
+
+def scored_order(run_dir, models) -> list[str]:
+    """``models`` in the order their score files were written (a sweep scores the models of its file in order); a
+    model without a readable sidecar goes last, in the order given."""
+    created = {}
+    for side in paths.score_sidecars(run_dir):
+        try:
+            created[side.stem] = str(artifacts.read_json(side).get("created") or "")
+        except ValueError:
+            continue
+    return sorted(dict.fromkeys(models), key=lambda m: (m not in created, created.get(m, "")))
+
+
+def hypothesis(first: str, second: str, condition) -> dict:
+    """What a comparison's estimate means in words: the first model's gap minus the second's, on the log-odds scale."""
+    where = {"concept_learning": " under concept learning", "explicit": " with the concept stated"}.get(condition, "")
+    return claim(f"{first}'s upward vs downward gap minus {second}'s{where}", f"the gap of {first} exceeds {second}'s",
+                 f"the gap of {second} exceeds {first}'s", f"the gaps of {first} and {second} differ",
+                 scale="log_odds_ratio", symbol="ratio of ORs")
+
+
+def accuracy_claim(first: str, second: str) -> dict:
+    """McNemar: the first model's accuracy minus the second's on the same prompts, in points."""
+    return claim(f"{first}'s accuracy minus {second}'s on the same prompts", f"{first} answered more prompts right "
+                 f"than {second}", f"{second} answered more prompts right than {first}",
+                 f"{first} and {second} differ in accuracy", scale="points")
+
+
+def pairs(df: pd.DataFrame, order: list[str] | None = None) -> list[tuple[str, str, pd.DataFrame]]:
+    """(reference, other, rows of both on the prompts both scored) for every model after the first of ``order``."""
+    models = [m for m in (order or list(dict.fromkeys(df["model"]))) if m in set(df["model"])]
+    out = []
+    for other in models[1:]:
+        ids = set(df.loc[df["model"] == models[0], "prompt_id"]) & set(df.loc[df["model"] == other, "prompt_id"])
+        both = df[df["model"].isin([models[0], other]) & df["prompt_id"].isin(ids)]
+        out.append((models[0], other, both))
+    return out
+
+
+def _frame(d: pd.DataFrame, first: str) -> pd.DataFrame:
+    u = (d["monotonicity"] == "upward").astype(float)
+    m = (d["model"] == first).astype(float)
+    return d.assign(correct=d["correct"].astype(float), u=u, m=m, um=u * m)
+
+
+def gee(d: pd.DataFrame) -> dict:
+    """GEE logit ``correct ~ u + m + u·m`` clustered by prompt (exchangeable, bias-reduced sandwich), Wald z."""
+    import statsmodels.api as sm
+
+    X = np.column_stack([np.ones(len(d)), d["u"], d["m"], d["um"]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = sm.GEE(d["correct"].to_numpy(), X, groups=d["prompt_id"].astype(str).to_numpy(),
+                     family=sm.families.Binomial(), cov_struct=sm.cov_struct.Exchangeable()).fit(cov_type="bias_reduced")
+    var = float(fit.cov_params()[3, 3])
+    est, se = float(fit.params[3]), float(np.sqrt(var)) if var > 0 else np.nan
+    p = float(2 * sps.norm.sf(abs(est / se))) if np.isfinite(se) else np.nan
+    return {"estimate": est, "se": se, "ci_low": est - 1.96 * se, "ci_high": est + 1.96 * se, "statistic": est / se,
+            "p": p}
+
+
+def firth(d: pd.DataFrame, ci: bool = True) -> dict:
+    """Firth's penalised logistic regression ``correct ~ u + m + u·m`` + thresholds as fixed strata: the u·m term
+    (without its profile CI when not ``ci``)."""
+    X, names = firth_design(d, {c: d[c].to_numpy() for c in ("u", "m", "um")})
+    res = term_test(X, d["correct"].to_numpy(), names, "um", ci=ci)
+    return {k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")} | {"ok": res["converged"]}
+
+
+def separated(d: pd.DataFrame) -> list[str]:
+    """The model × direction cells answered all right or all wrong, in words."""
+    out = []
+    for model, g in d.groupby("model", sort=False):
+        out += [f"{model}: {why}" for why in separated_cells(g.assign(e=0.0)).values()]
+    return out
+
+
+def glmm(units: pd.DataFrame) -> pd.DataFrame:
+    """The GLMM of every unit (a comparison × condition) in one Rscript; empty without R and lme4."""
+    from ...rbridge import RError, r_available, run_r
+
+    if units.empty or not r_available("lme4"):
+        return pd.DataFrame()
+    try:
+        out = run_r(GLMM_SCRIPT, {"cmp": units})
+    except RError as err:
+        return pd.DataFrame({"unit": units["unit"].unique(), "valid": False, "note": f"lme4 failed: {err}"})
+    return out["info"].merge(out.get("terms", pd.DataFrame(columns=["unit"])), on="unit", how="left")
+
+
+def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True) -> pd.DataFrame:
+    """One row per comparison × condition × test (``glmm_models``, ``gee_models``, ``firth_models`` where a cell is
+    separated, ``mcnemar_models``): ``first``, ``second``, the estimate (first's gap minus second's; McNemar: first's
+    accuracy minus second's), CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
+    from ...rbridge import r_available
+
+    use_r = use_r and r_available("lme4")
+    rows, units = [], []
+    for first, second, both in pairs(df, order):
+        for condition, g in both.groupby("condition", sort=False):
+            d = _frame(g, first)
+            base = {"first": first, "second": second, "condition": condition, "n_prompts": d["prompt_id"].nunique()}
+            sep = separated(d)
+            wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
+            a, b = wide[first].astype(bool), wide[second].astype(bool)
+            table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
+            rows.append({**base, "test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
+                         "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1],
+                         "only_second": table[1][0], "note": "exact McNemar test of correctness on the same prompts"})
+            if (a == b).all():  # the same answer to every prompt: the gaps are equal, whatever a fit would say
+                rows += [{**base, "test": t, "estimate": 0.0, "p": 1.0, "valid": True, "note": IDENTICAL}
+                         for t in (["glmm_models"] if use_r else []) + ["gee_models"]]
+                continue
+            try:
+                r = gee(d)
+                bad = fit_problems(r["estimate"], r["se"], r["ci_low"], r["ci_high"])
+                rows.append({**base, "test": "gee_models", **r, "valid": not (sep or bad),
+                             "note": "; ".join(["logistic GEE clustered by prompt, bias-reduced SE, Wald z",
+                                                ", and ".join(sep + bad)]).strip("; ")})
+            except (ValueError, np.linalg.LinAlgError) as err:
+                rows.append({**base, "test": "gee_models", "valid": False, "note": f"GEE failed: {err}"})
+            if sep:
+                try:
+                    r = firth(d)
+                    ok = r.pop("ok") and bool(np.all(np.isfinite([r["ci_low"], r["ci_high"], r["p"]])))
+                    rows.append({**base, "test": "firth_models", **r, "valid": ok,
+                                 "note": "Firth's penalised logistic regression, thresholds fixed, penalised "
+                                         "likelihood-ratio test, profile CI" + ("" if ok else "; did not converge")})
+                except (ValueError, np.linalg.LinAlgError) as err:
+                    rows.append({**base, "test": "firth_models", "valid": False, "note": f"Firth fit failed: {err}"})
+            units.append(pd.DataFrame({"unit": f"u{len(units)}", "correct": d["correct"].astype(int), "u": d["u"],
+                                       "m": d["m"], "prompt": d["prompt_id"].astype(str)}).assign(**base))
+    out = pd.DataFrame(rows)
+    if use_r and units:
+        fits = glmm(pd.concat(units, ignore_index=True).drop(columns=list(base)))
+        for unit, u in zip(fits.get("unit", []), fits.itertuples(index=False)):
+            base = units[int(str(unit)[1:])].iloc[0][["first", "second", "condition", "n_prompts"]].to_dict()
+            est, se = getattr(u, "estimate", np.nan), getattr(u, "se", np.nan)
+            sep = separated(_frame(both_of(df, base, order), base["first"]))
+            bad = fit_problems(est, se, est - 1.96 * se, est + 1.96 * se) if np.isfinite(est) else ["no fit"]
+            note = "; ".join(filter(None, ["binomial GLMM, prompt random intercept, likelihood-ratio test",
+                                           "" if pd.isna(u.note) else str(u.note), ", and ".join(sep + bad)]))
+            out = pd.concat([out, pd.DataFrame([{**base, "test": "glmm_models", "estimate": est, "se": se,
+                                                 "ci_low": est - 1.96 * se, "ci_high": est + 1.96 * se,
+                                                 "statistic": getattr(u, "chisq", np.nan), "p": getattr(u, "p", np.nan),
+                                                 "valid": bool(u.valid) and not (sep or bad), "note": note}])],
+                            ignore_index=True)
+    for col in ("estimate", "se", "ci_low", "ci_high", "statistic", "p"):
+        if len(out) and col not in out:
+            out[col] = np.nan
+    if len(out):
+        out["p_holm"] = out.groupby(["condition", "test"])["p"].transform(lambda s: holm(s.to_numpy()))
+    return out
+
+
+def both_of(df: pd.DataFrame, base: dict, order) -> pd.DataFrame:
+    """The rows of one comparison and condition (as ``pairs`` selects them)."""
+    d = next(b for f, s, b in pairs(df, order) if (f, s) == (base["first"], base["second"]))
+    return d[d["condition"] == base["condition"]]
+
+
+def _holm_note(note: str) -> str:
+    """The note with "Holm over the comparisons" after its description (the reason, if any, stays last)."""
+    head, _, rest = str(note).partition("; ")
+    return "; ".join(filter(None, [head, "p Holm-adjusted over the comparisons", rest]))
+
+
+def records(t: pd.DataFrame) -> list[dict]:
+    """The comparisons as ``summary.json`` records, ``models`` [first, second]; the headline is the GLMM (the GEE
+    without R), each invalid one handing over to the next valid test of ``ORDER``. With more than one comparison the
+    record's ``p`` is the Holm-adjusted one (``p_unadjusted`` keeps the raw)."""
+    out = []
+    several = t[["first", "second"]].drop_duplicates().shape[0] > 1 if len(t) else False
+    has_glmm = bool((t.get("test", pd.Series(dtype=str)) == "glmm_models").any())
+    for r in t.itertuples(index=False):
+        mc = r.test == "mcnemar_models"
+        p = r.p_holm if several else r.p
+        out.append(record(r.test, "upward:model", r.estimate, None if mc else r.se, None if mc else r.ci_low,
+                          None if mc else r.ci_high, p, valid=bool(r.valid), condition=r.condition,
+                          models=[r.first, r.second], note=_holm_note(r.note) if several else r.note,
+                          headline=r.test == ("glmm_models" if has_glmm else "gee_models"), p_unadjusted=r.p,
+                          n_prompts=int(r.n_prompts),
+                          hypothesis=accuracy_claim(r.first, r.second) if mc else hypothesis(r.first, r.second,
+                                                                                            r.condition)))
+    return fallback_headlines(out, ORDER, key=("models", "condition", "term"))

@@ -1,0 +1,41 @@
+"""A run directory with the demo's prompts and simulated answers, for tests of the analysis path without a model:
+one score file per model, each written as the score notebook writes it (sidecar, sha256, consistent log-probs)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nbutils import paths
+from nbutils.score_files import write_scores
+
+SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
+
+
+def simulated_run(root: Path, answers: dict) -> Path:
+    """``root/run`` holding the demo's prompts and, for each model name of ``answers`` (in order, each written a
+    second after the last), a score file whose correct answers are ``answers[name](prompts)``."""
+    run = root / "run"
+    (run / "scores").mkdir(parents=True)
+    for name in ("prompts.parquet", "prompts.json"):
+        shutil.copy(SAMPLE / name, run / name)
+    prompts = pd.read_parquet(run / "prompts.parquet")
+    src = SAMPLE / "scores" / "smollm2-135m-instruct"
+    template = pd.read_parquet(src.with_suffix(".parquet")).set_index("prompt_id").loc[prompts["prompt_id"]]
+    meta = json.loads(src.with_suffix(".json").read_text())
+    for i, (model, correct_of) in enumerate(answers.items()):
+        correct = np.asarray(correct_of(prompts), dtype=bool)
+        pred = np.where(correct, prompts["label"], ~prompts["label"])
+        yes, no = np.where(pred, -1.0, -2.0), np.where(pred, -2.0, -1.0)  # log-probs that give the answer ``pred``
+        scores = template.reset_index().assign(
+            pred_yes=pred, correct=correct, margin=yes - no, label=prompts["label"].to_numpy(),
+            **{f"{k}_yes": yes for k in ("logp", "norm_token", "norm_char")},
+            **{f"{k}_no": no for k in ("logp", "norm_token", "norm_char")},
+            **{c: np.where(pred, "Yes", "No") for c in ("choice", "choice_norm_token", "choice_norm_char")},
+            **{c: correct for c in ("correct_norm_token", "correct_norm_char")})
+        write_scores(scores, dict(meta, model=model, created=f"2026-01-01T00:00:{i:02d}+00:00"),
+                     run / "scores" / f"{model}.parquet")
+    return run

@@ -1,0 +1,123 @@
+"""Models compared on the same prompts: identical models never differ, a planted difference is found and said naming
+both models (through a separated fit's Firth fallback too), only shared prompts are paired, more than two models are
+each compared with the first and Holm-adjusted, the calibration file's rows hold their bounds, and a two-model run goes
+through ``analyze_run`` to a sentence, a figure and the sweep's closing lines."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nbutils import paths, report, results
+from nbutils.rbridge import r_available
+from nbutils.stats import holm
+from nbutils.studies.common import model_comparison as mc
+from nbutils.studies.monotonicity import analysis
+from simulated_runs import simulated_run
+
+CALIBRATION = paths.repo_root() / "benchmarks" / "results" / "calibration_models.json"
+PROMPTS = pd.read_parquet(paths.repo_root() / "outputs" / "samples" / "monotonicity" / "prompts.parquet")
+
+
+def answers(model: str, p_up: float, p_down: float, seed: int, prompts: pd.DataFrame = PROMPTS) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    up = (prompts["monotonicity"] == "upward").to_numpy()
+    correct = rng.random(len(prompts)) < np.where(up, p_up, p_down)
+    pred = np.where(correct, prompts["label"], ~prompts["label"])
+    return prompts.assign(model=model, correct=correct, pred_yes=pred, margin=np.where(pred, 1.0, -1.0))
+
+
+def test_identical_models_never_differ(monkeypatch):
+    monkeypatch.setenv("NB_RSCRIPT", "none")
+    a = answers("A", 0.8, 0.5, seed=1)
+    t = mc.compare(pd.concat([a, a.assign(model="B")]))
+    assert set(t["test"]) == {"gee_models", "mcnemar_models"}
+    assert (t["estimate"] == 0).all() and (t["p"] == 1).all() and t["valid"].all()
+    for r in mc.records(t):
+        assert results.verdict(r) == "none" and r["models"] == ["A", "B"]
+        if r["headline"]:
+            assert results.sentence(r, who=False).startswith("no evidence at α = .05 that the gaps of A and B differ")
+
+
+def test_a_separated_model_against_a_fair_one_is_strong_evidence_naming_both(monkeypatch):
+    monkeypatch.setenv("NB_RSCRIPT", "none")
+    d = pd.concat([answers("big", 1.0, 0.0, seed=2), answers("small", 0.7, 0.7, seed=3)])
+    recs = mc.records(mc.compare(d))
+    for cond in ("concept_learning", "explicit"):
+        said = [r for r in results.replaced_dropped([r for r in recs if r["headline"]]) if r["condition"] == cond]
+        assert len(said) == 1 and said[0]["test"] == "firth_models" and said[0]["fallback_for"] == "gee_models"
+        r = said[0]
+        assert r["p"] < 1e-6 and r["ci_low"] > 2 and results.verdict(r) == "more"
+        text = results.sentence(r, who=False, records=recs)
+        assert text.startswith("the gap of big exceeds small's: ratio of ORs = ") and "95% CI [" in text
+        assert "It stands in for the headline test (logistic GEE of model × upward" in text
+
+
+def test_only_shared_prompts_are_paired_and_three_models_are_holm_adjusted_against_the_first(monkeypatch):
+    monkeypatch.setenv("NB_RSCRIPT", "none")
+    some = PROMPTS[PROMPTS["pair_id"].isin(PROMPTS["pair_id"].unique()[::2])]
+    d = pd.concat([answers("A", 0.9, 0.4, 4), answers("B", 0.6, 0.6, 5), answers("C", 0.7, 0.6, 6, some)])
+    t = mc.compare(d, order=["A", "B", "C"])
+    assert set(zip(t["first"], t["second"])) == {("A", "B"), ("A", "C")}
+    n = t.groupby("second")["n_prompts"].first()
+    assert n["B"] == 60 and n["C"] == some.groupby("condition").size().iloc[0]
+    for (_, _), g in t.groupby(["condition", "test"]):
+        assert np.allclose(g["p_holm"], holm(g["p"]))
+    for r in mc.records(t):
+        assert r["p"] == pytest.approx(t[(t["second"] == r["models"][1]) & (t["condition"] == r["condition"])
+                                         & (t["test"] == r["test"])]["p_holm"].iloc[0])
+
+
+@pytest.mark.skipif(not r_available("lme4"), reason="R with lme4 is not installed")
+def test_the_glmm_is_the_headline_with_r_and_agrees_with_the_gee_in_sign():
+    d = pd.concat([answers("A", 0.9, 0.25, 7), answers("B", 0.6, 0.6, 8)])
+    t = mc.compare(d)
+    glmm, gee = (t[t["test"] == k].set_index("condition") for k in ("glmm_models", "gee_models"))
+    assert glmm["valid"].all() and (np.sign(glmm["estimate"]) == np.sign(gee["estimate"])).all()
+    assert (glmm["p"] < 0.05).all()
+    assert {r["test"] for r in mc.records(t) if r["headline"]} == {"glmm_models"}
+
+
+def test_the_calibration_file_holds_its_bounds():
+    """Under equal gaps the headline comparison rejects at most 7.5% of 200+ simulations at the demo's size and the
+    paper's; its power is recorded beside it."""
+    rows = json.loads(CALIBRATION.read_text())["rows"]
+    for k, n in ((5, 6), (10, 100)):
+        head = [r for r in rows if r["test"] == "headline" and (r["thresholds"], r["prompts_per_concept"]) == (k, n)
+                and not r["r"]]
+        null = [r for r in head if r["scenario"] == "equal_gaps"]
+        assert len(null) == 2 and all(r["n_sims"] >= 200 and r["rate"] <= 0.075 for r in null), null
+        assert all(0 <= r["rate"] <= 1 for r in head if r["scenario"] == "different_gaps")
+
+
+def test_a_few_simulations_of_equal_gaps_reject_rarely():
+    """A handful of the calibration's simulations, run here: equal gaps, the demo's size."""
+    import sys
+    sys.path.insert(0, str(paths.repo_root() / "benchmarks"))
+    from calibration_models import simulate
+
+    rng = np.random.default_rng(0)
+    p = [mc.compare(simulate(5, 6, rng), use_r=False).query("test == 'gee_models'")["p"] for _ in range(10)]
+    assert (pd.concat(p) < 0.05).sum() <= 2
+
+
+@pytest.mark.slow  # ~10 s on a quiet host, 25 s on two busy cores: the whole analysis of two models
+def test_a_two_model_run_is_compared_through_the_analysis(tmp_path, monkeypatch):
+    monkeypatch.setenv("NB_RSCRIPT", "none")
+    rng = np.random.default_rng(9)
+    run = simulated_run(tmp_path, {"zeta": lambda p: p["monotonicity"] == "upward",
+                                   "alpha": lambda p: rng.random(len(p)) < 0.7})
+    a = analysis.analyze_run(run, n_boot=50)
+    assert a.summary["design"]["model_order"] == ["zeta", "alpha"], "the order the score files were written in"
+    heads = [r for r in results.replaced_dropped([r for r in a.summary["records"] if r.get("headline")])
+             if r.get("models")]
+    assert {r["condition"] for r in heads} == {"concept_learning", "explicit"}
+    assert all(r["models"] == ["zeta", "alpha"] and r["p"] < 0.001 for r in heads)
+    lines = report.headline(run)
+    said = [ln for ln in lines if ln.startswith("zeta vs alpha, ")]
+    assert len(said) == 2 and all("the gap of zeta exceeds alpha's: ratio of ORs = " in ln for ln in said)
+    assert (run / "figures" / "model_gaps.png").is_file()
+    assert math.isfinite(next(r for r in heads)["estimate"])
