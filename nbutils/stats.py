@@ -153,7 +153,9 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
             return False
 
     out = []
-    if check_se and not (finite(se) and float(se) > 1e-8 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
+    # a variance that is zero in exact arithmetic comes out near machine epsilon (1e-16), and its square root near
+    # 1e-8, depending on the host's BLAS kernels: a standard error under 1e-6 of the estimate's scale is zero
+    if check_se and not (finite(se) and float(se) > 1e-6 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
         out.append("singular Hessian: the standard error is not finite or is zero")
     if log_odds and finite(estimate) and abs(float(estimate)) > SEPARATION_LOG_ODDS:
         out.append(f"an estimate beyond ±{SEPARATION_LOG_ODDS:g} log-odds: (quasi-)complete separation, the test is "
