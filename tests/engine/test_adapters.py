@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from nbutils import adapters, artifacts, paths, runstore, studies
+from nbutils import adapters, artifacts, cluster, paths, runstore, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.engine.settings import ScoreSettings
@@ -94,6 +94,9 @@ def test_adapter_is_in_the_name_the_sidecar_and_the_identity(tmp_path, tiny_run,
     # the same folder with other weights is not "already scored"; another adapter folder is another file
     other = make_adapter(base_model, tmp_path / "other", seed=1)
     assert not runstore.is_done(run, SPEC, {"model": model, "adapter": str(other)})
+    models, tasks, skipped = cluster.plan(run, SPEC, [{"model": model, "adapter": str(adapter_dir)},
+                                                      {"model": model, "adapter": str(other)}], 1)
+    assert skipped == [slug] and list(models) == [paths.score_slug(model, adapter=str(other))] and len(tasks) == 1
     meta_side = paths.sidecar(paths.score_file(run, slug))
     side = artifacts.read_json(meta_side)
     assert runstore.matches_params(side, {"model": model, "adapter": str(adapter_dir)})
@@ -146,3 +149,10 @@ def test_another_architecture_is_refused_at_load(tmp_path, tiny_model_dir, tiny_
     make_adapter(tiny_gpt2, tmp_path / "gpt2", targets=["c_attn"], base_name=model)
     with pytest.raises(ValueError, match=r"^adapter: .* adapts layer .*c_attn.*does not have"):
         load_model(model, device="cpu", dtype="float32", adapter=str(tmp_path / "gpt2"))
+
+
+def test_a_hub_adapter_not_in_the_cache_is_an_error_naming_adapter(tiny_model_dir):
+    settings = ScoreSettings(model=str(tiny_model_dir), adapter="someone/not-cached-lora", device="cpu")
+    assert not adapters.is_local(settings.adapter) and ".someone--not-cached-lora" in settings.slug
+    with pytest.raises(ValueError, match=r"^adapter: cannot fetch 'someone/not-cached-lora' from the hub"):
+        load_model(settings)
