@@ -231,8 +231,8 @@ class ScoreSettings:
     def sidecar(self) -> dict:
         """The flat sidecar keys the settings decide (what readers of a score file look up)."""
         r = self.need_resolved()
-        return {"model": self.model, "adapter": self.adapter, "dtype": r.dtype, "device": r.device, "dtype_requested": self.dtype,
-                "dtype_reason": r.dtype_reason, "cpu_native_bf16": r.cpu_native_bf16, "quantization": r.quantization,
+        return {"model": self.model, "adapter": self.adapter, "dtype": r.dtype, "device": r.device,
+                "dtype_requested": self.dtype, "dtype_reason": r.dtype_reason, "cpu_native_bf16": r.cpu_native_bf16, "quantization": r.quantization,
                 "quantization_requested": self.quantization, "quantization_reason": r.quantization_reason,
                 "rescore_margin": r.rescore_margin,
                 "rescore_margin_requested": 0.0 if self.scorer == "sentences" else self.rescore_margin,
