@@ -85,6 +85,6 @@ def apply_adapter(net: torch.nn.Module, adapter: str, model: str,
                          f"{str(err).splitlines()[0]})") from None
     merged = peft_model.merge_and_unload()  # exact to float32 rounding (tested against the unmerged adapter)
     meta = {"adapter_sha256": adapters.weights_sha256(folder),
-            "adapter_base_model": config.get("base_model_name_or_path"), "adapter_rank": config.get("r"), "adapter_alpha": config.get("lora_alpha"), "adapter_layers": n_layers,
-            "adapter_merged": True}
+            "adapter_base_model": config.get("base_model_name_or_path"), "adapter_rank": config.get("r"),
+            "adapter_alpha": config.get("lora_alpha"), "adapter_layers": n_layers, "adapter_merged": True}
     return merged.eval(), meta
