@@ -83,7 +83,7 @@ def apply_adapter(net: torch.nn.Module, adapter: str, model: str,
     except (ValueError, RuntimeError, KeyError) as err:
         raise ValueError(f"adapter: {adapter!r} cannot be applied to this base model ({type(err).__name__}: "
                          f"{str(err).splitlines()[0]})") from None
-    merged = peft_model.merge_and_unload()  # exact to float32 rounding (tested against the unmerged adapter)
+    merged = peft_model.merge_and_unload()  # equal to the unmerged adapter to the loaded precision's rounding
     meta = {"adapter_sha256": adapters.weights_sha256(folder),
             "adapter_base_model": config.get("base_model_name_or_path"), "adapter_rank": config.get("r"),
             "adapter_alpha": config.get("lora_alpha"), "adapter_layers": n_layers, "adapter_merged": True}
