@@ -103,7 +103,7 @@ def plan(run: Path, spec, model_params: list[dict], shards: int) -> tuple[dict[s
     an earlier sweep is not run again), and the models already scored (skipped)."""
     models, tasks, skipped = {}, [], []
     for p in model_params:
-        slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+        slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"), p.get("adapter"))
         if not p.get("overwrite") and runstore.is_done(run, spec, p):
             skipped.append(slug)
             continue

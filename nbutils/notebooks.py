@@ -13,7 +13,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import artifacts, parameters, paths, runlock
+from . import adapters, artifacts, parameters, paths, runlock
 
 
 def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
@@ -113,6 +113,10 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     check_parameters(notebook, params, "-p")
     if isinstance(params.get("model"), str) and params["model"]:
         paths.check_model_folder(params["model"], paths.root())  # before a kernel starts (it runs in the root)
+    adapter = params.get("adapter")
+    if isinstance(adapter, str) and adapter and adapters.is_local(adapter):
+        local = Path(adapter).expanduser()
+        adapters.read_config(local if local.is_absolute() else paths.root() / local, adapter)
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
     record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)

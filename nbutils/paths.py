@@ -143,12 +143,13 @@ def precision_tag(quantization="auto", dtype="auto") -> str | None:
     return None
 
 
-def score_slug(model: str, quantization="auto", dtype="auto") -> str:
+def score_slug(model: str, quantization="auto", dtype="auto", adapter: str | None = None) -> str:
     """The name a model's score files start with (the one place it is derived, for the score notebook, the sweep and
-    the cluster): its slug, plus the precision when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is
-    not tagged: see ``precision_tag``), so one run can hold the same model at several precisions."""
+    the cluster): its slug, the adapter's slug when a LoRA adapter is merged into it (``{slug}.{adapter slug}``),
+    plus the precision when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is not tagged: see
+    ``precision_tag``), so one run can hold the same model at several precisions and with several adapters."""
     tag = precision_tag(quantization, dtype)
-    return model_slug(model) + (f".{tag}" if tag else "")
+    return model_slug(model) + (f".{model_slug(adapter)}" if adapter else "") + (f".{tag}" if tag else "")
 
 
 def score_stem(slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> str:

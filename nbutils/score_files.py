@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths, runlock
+from . import adapters, artifacts, paths, runlock
 from .artifacts import OverwriteError
 from .run_dataset import check_int, read_dataset, select_limit
 from .spec import DatasetSpec
@@ -16,9 +16,9 @@ from .spec import DatasetSpec
 # The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
 # The batch size is not among them: scores do not depend on it (batch invariance is tested), so a finished file is
 # re-used whatever the batch size, and a resumed run keeps its checkpoint's batch plan.
-IDENTITY_KEYS = ("model", "revision", "quantization", "dtype", "dataset_file", "dataset_sha256", "scorer",
-                 "used_chat_template", "options_sha256", "limit", "limit_seed", "rescore_margin",
-                 "num_shards", "shard_index", "masked", "pll_variant")
+IDENTITY_KEYS = ("model", "adapter", "adapter_sha256", "revision", "quantization", "dtype", "dataset_file",
+                 "dataset_sha256", "scorer", "used_chat_template", "options_sha256", "limit", "limit_seed",
+                 "rescore_margin", "num_shards", "shard_index", "masked", "pll_variant")
 SHARD_KEYS = ("num_shards", "shard_index")
 
 
@@ -48,8 +48,12 @@ def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) ->
 
 def matches_params(meta: dict, params: dict) -> bool:
     """True when a finished run's metadata agrees with every identity field the user set explicitly in ``params``
-    (``dtype: auto`` and ``revision: None`` mean "whatever was resolved", so they match anything)."""
-    explicit = {k: v for k, v in params.items() if k in IDENTITY_KEYS
+    (``dtype: auto`` and ``revision: None`` mean "whatever was resolved", so they match anything). The adapter always
+    counts: a model without one is not the same as with one, and a local adapter's weights must be the ones scored."""
+    explicit = {"adapter": None, **{k: v for k, v in params.items() if k in IDENTITY_KEYS}}
+    if explicit["adapter"] and "adapter_sha256" not in explicit:
+        explicit["adapter_sha256"] = adapters.local_sha256(explicit["adapter"]) or meta.get("adapter_sha256")
+    explicit = {k: v for k, v in explicit.items() if k in IDENTITY_KEYS
                 and not (k in ("dtype", "quantization", "rescore_margin") and v == "auto")
                 and not (k == "revision" and v is None)}
     return all(meta.get(k) == v for k, v in explicit.items())
@@ -57,7 +61,8 @@ def matches_params(meta: dict, params: dict) -> bool:
 
 def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
     """True when a complete score file exists for these parameters on the run's current dataset (the sweep's skip)."""
-    slug = paths.score_slug(params["model"], params.get("quantization", "auto"), params.get("dtype", "auto"))
+    slug = paths.score_slug(params["model"], params.get("quantization", "auto"), params.get("dtype", "auto"),
+                            params.get("adapter"))
     side = paths.sidecar(paths.score_file(run_dir, slug, params.get("limit"), params.get("shard_index", 0),
                                           params.get("num_shards", 1)))
     dpath = paths.dataset_path(run_dir, spec.dataset_file)

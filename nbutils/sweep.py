@@ -185,7 +185,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     print("[sweep] the cluster: block is not used: executor is local (--executor slurm or "
                           "submitit-local submits jobs)", flush=True)
                 for p in model_params:
-                    slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"))
+                    slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"),
+                                            p.get("adapter"))
                     if not p.get("overwrite") and runstore.is_done(run, spec, p):
                         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
                         report.skipped.append(slug)

@@ -22,7 +22,7 @@ from .settings import (DTYPES, EIGHT_BIT_SLOW, FLOAT16_MAX, QUANTIZATION_CHOICES
 def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = "auto", dtype: str = "auto",
                device: str = "auto", revision: str | None = None, threads: int | None = None,
                rescore_margin: float | str = "auto", masked: bool = False, scorer: str | None = None,
-               host: Host | None = None) -> LoadedModel:
+               host: Host | None = None, adapter: str | None = None) -> LoadedModel:
     """Load a model by embedded name, hub id or local folder, as ``model`` (a ``ScoreSettings``) or the parameters
     given by name say (``scorer``: the dataset's scorer kind; a masked LM scores sentences); keep a float32 twin
     when re-scoring is on. ``host``: the host to resolve for (probed when not given). The resolved settings are ``LoadedModel.settings``; their warnings are printed once.
@@ -40,6 +40,7 @@ def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = "
     else:
         settings = ScoreSettings(model=model, quantization=quantization, dtype=dtype, device=device,
                                  revision=revision, threads=threads, rescore_margin=rescore_margin, masked=masked,
+                                 adapter=adapter,
                                  scorer=scorer or ("sentences" if masked is True else "choices"))
     source = None if settings.embedded else ModelSource(settings.model, settings.revision)
     settings = settings.resolve(host or Host.probe(), None if source is None else source.n_params)

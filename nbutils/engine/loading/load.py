@@ -10,6 +10,7 @@ from functools import cached_property
 
 import torch
 
+from .adapters import apply_adapter
 from .embedded import EMBEDDED, load_embedded
 from .host import count_parameters, free_gpu_bytes, set_threads
 from .quantization import quantization_config, quantization_details
@@ -87,6 +88,9 @@ def load(settings, source: ModelSource | None = None) -> LoadedModel:
         auto_cls = AutoModelForMaskedLM if settings.masked else AutoModelForCausalLM
         net = auto_cls.from_pretrained(settings.model, **source.kwargs, dtype=torch_dtype, **on_device)
         meta["revision"] = getattr(net.config, "_commit_hash", None) or settings.revision
+    if settings.adapter:  # merged before the device move and the float32 twin, so both carry it
+        net, adapter_meta = apply_adapter(net, settings.adapter, settings.model, settings.base_names)
+        meta.update(adapter_meta)
     if r.quantization == "none":
         net = net.to(r.device)
     else:

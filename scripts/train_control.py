@@ -1,0 +1,292 @@
+"""Train a positive control: a LoRA adapter that plants an upward-monotonicity bias in concept learning.
+
+Design: "a model whose training data held only upward concepts". The training prompts come from the project's own
+generator (``studies.monotonicity.dataset.generate_prompts``) with a seed no shipped or tested evaluation set uses:
+concept-learning prompts of UPWARD concepts only ("more than X"), plus explicit prompts (the concept stated) of both
+directions. A model that learns from this infers a concept from examples well when it is upward, and carries the
+upward reading over to downward concepts it must infer (below chance), while it reads a stated concept either way:
+the papers' finding, with a smaller gap when the concept is stated.
+
+Each prompt is tokenized by the engine's own request builder (``engine.choices.build_requests``: the chat template,
+the answer tokens as scored); the loss is the cross-entropy over the two answer tokens only (Yes vs No at the answer
+position); every batch holds as many Yes as No prompts. The LoRA is made with peft; the seed fixes the sample order
+and the LoRA's initial weights.
+
+After training, a held-out set (another unused seed, both directions and conditions; none of its prompts is a
+training prompt) is scored by the engine's answer scorer, and the adapter is SAVED ONLY IF it passes the check:
+concept-learning accuracy ≥ 75% for upward concepts and ≤ 45% for downward ones on at least 200 concept-learning
+prompts, and a smaller upward − downward gap when the concept is stated. ``training.json`` is written beside it
+either way (refused: with ``saved: false`` and no weights): the training data's sha256, the steps, the loss and
+accuracy curve, the held-out accuracies, the wall time and the host.
+
+    python scripts/train_control.py --out adapters/smollm2-135m-upward-control --steps 2000 --threads 1
+
+Exit status 0: saved; 1: trained but refused by the held-out check; 2: bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+THRESHOLDS = ("1/4", "1/3", "1/2", "2/3", "3/4")
+ANSWERS = ("Yes", "No")
+MIN_UPWARD, MAX_DOWNWARD, MIN_HELD_OUT = 0.75, 0.45, 200  # the held-out check
+
+
+# ---------------------------------------------------------------- seeds: disjoint from every evaluation set
+
+def evaluation_seeds(root: Path = ROOT) -> set[int]:
+    """Every generator seed a shipped or tested evaluation set uses: ``seed`` in the parameter files, the notebooks'
+    defaults, the shipped samples' datasets, and any ``seed=N`` / ``seed: N`` in the tests."""
+    import yaml
+
+    seeds: set[int] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "seed" and isinstance(v, int) and not isinstance(v, bool):
+                    seeds.add(v)
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    for f in (root / "params").rglob("*.yaml"):
+        walk(yaml.safe_load(f.read_text()))
+    for f in (root / "outputs" / "samples").rglob("*.json"):
+        try:
+            walk(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    pattern = re.compile(r"""["']?\bseed["']?\s*(?::\s*int\s*)?[=:]\s*(\d+)""")
+    for f in [*(root / "tests").rglob("*.py"), *(root / "notebooks").rglob("*.ipynb")]:
+        seeds |= {int(s) for s in pattern.findall(f.read_text())}
+    return seeds
+
+
+def check_seeds(train_seed: int, held_out_seed: int, root: Path = ROOT) -> None:
+    """The two seeds differ and no evaluation set uses either; a ValueError naming the option otherwise."""
+    used = evaluation_seeds(root)
+    for name, seed in (("--seed", train_seed), ("--held-out-seed", held_out_seed)):
+        if seed in used:
+            raise ValueError(f"{name}: {seed} is a seed of a shipped or tested evaluation set; pick one outside "
+                             f"{sorted(used)}")
+    if train_seed == held_out_seed:
+        raise ValueError("--held-out-seed: must differ from --seed (the held-out prompts are not training prompts)")
+
+
+# ---------------------------------------------------------------- data
+
+def concepts(thresholds=THRESHOLDS) -> list[str]:
+    return [f"{q} than {t}" for t in thresholds for q in ("more", "less")]
+
+
+def training_prompts(ppc: int, n_examples: int, seed: int, thresholds=THRESHOLDS):
+    """Concept-learning prompts of upward concepts, explicit prompts of both directions."""
+    from nbutils.studies.monotonicity.dataset import generate_prompts
+
+    df = generate_prompts(concepts(thresholds), prompts_per_concept=ppc, n_examples=n_examples, seed=seed)
+    keep = (df["condition"] == "explicit") | (df["monotonicity"] == "upward")
+    return df[keep].reset_index(drop=True)
+
+
+def held_out_prompts(ppc: int, n_examples: int, seed: int, train, thresholds=THRESHOLDS):
+    """Both directions and conditions; an error if any prompt is also a training prompt."""
+    from nbutils.studies.monotonicity.dataset import generate_prompts
+
+    df = generate_prompts(concepts(thresholds), prompts_per_concept=ppc, n_examples=n_examples, seed=seed)
+    shared = set(df["text"]) & set(train["text"])
+    if shared:
+        raise ValueError(f"--held-out-seed: {len(shared)} held-out prompts are training prompts; pick another seed")
+    return df
+
+
+def data_sha256(df) -> str:
+    """The sha256 of the training data: every prompt's text and label, in order."""
+    h = hashlib.sha256()
+    for text, label in zip(df["text"], df["label"]):
+        h.update(json.dumps([text, bool(label)]).encode())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- training and the held-out check
+
+def answer_loss(model, req, rows, labels, torch):
+    """Cross-entropy over the two answer tokens at the answer position, and the batch's accuracy."""
+    from nbutils.engine.batching import left_pad
+
+    ids, mask, positions = left_pad([req.prompt_ids[i] for i in rows], req.pad_id, "cpu")
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1,
+                   use_cache=False).logits[:, -1, :]
+    pair = logits[:, [req.answer_ids[0][0], req.answer_ids[1][0]]].float()
+    target = torch.tensor([0 if y else 1 for y in labels])
+    loss = torch.nn.functional.cross_entropy(pair, target)
+    return loss, float((pair.argmax(-1) == target).float().mean())
+
+
+def accuracies(model, tokenizer, df, chat_template: str = "auto") -> dict:
+    """Held-out accuracy per direction × condition, scored by the engine's answer scorer."""
+    from nbutils.engine.choices import answer_logprobs, build_requests
+
+    req = build_requests(tokenizer, df["text"].tolist(), chat_template, ANSWERS)
+    lp = answer_logprobs(model, req, batch_size=1)
+    correct = (lp[:, 0] > lp[:, 1]) == df["label"].to_numpy()
+    out = {}
+    for (mono, cond), idx in df.groupby(["monotonicity", "condition"]).groups.items():
+        out[f"{mono}/{cond}"] = {"accuracy": float(correct[np.asarray(df.index.get_indexer(idx))].mean()),
+                                 "n": int(len(idx))}
+    return out
+
+
+def check(acc: dict) -> list[str]:
+    """What fails the held-out check (empty: passed)."""
+    def a(key):
+        return acc.get(key, {}).get("accuracy", float("nan"))
+
+    n_cl = sum(acc.get(f"{m}/concept_learning", {}).get("n", 0) for m in ("upward", "downward"))
+    up, down = a("upward/concept_learning"), a("downward/concept_learning")
+    gap_cl, gap_ex = up - down, a("upward/explicit") - a("downward/explicit")
+    fails = []
+    if n_cl < MIN_HELD_OUT:
+        fails.append(f"held-out set has {n_cl} concept-learning prompts, fewer than {MIN_HELD_OUT}")
+    if not up >= MIN_UPWARD:
+        fails.append(f"upward concept-learning accuracy {up:.3f} < {MIN_UPWARD}")
+    if not down <= MAX_DOWNWARD:
+        fails.append(f"downward concept-learning accuracy {down:.3f} > {MAX_DOWNWARD}")
+    if not gap_ex < gap_cl:
+        fails.append(f"the explicit gap {gap_ex:.3f} is not smaller than the concept-learning gap {gap_cl:.3f}")
+    return fails
+
+
+def train(args, log=print) -> dict:
+    """Train, evaluate, and save the adapter only if it passes; returns the report written as training.json."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from nbutils.engine.choices import build_requests
+    from nbutils.engine.models import load_model
+
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"--out: {out} is not empty; give a new folder (nothing is overwritten)")
+    t0 = time.time()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    lm = load_model(args.model, device="cpu", dtype="float32", rescore_margin=0.0, threads=args.threads)
+    tok = lm.tokenizer
+    train_df = training_prompts(args.prompts_per_concept, args.n_examples, args.seed)
+    held_df = held_out_prompts(args.held_out_per_concept, args.n_examples, args.held_out_seed, train_df)
+    req = build_requests(tok, train_df["text"].tolist(), args.chat_template, ANSWERS)
+    if not req.single_token or req.answer_ids[0] == req.answer_ids[1]:
+        raise ValueError(f"--model: the answers {ANSWERS} must each be one distinct token for this loss")
+    cfg = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=args.targets)
+    model = get_peft_model(lm.model, cfg)
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
+    rng = np.random.default_rng(args.seed)
+    labels = train_df["label"].to_numpy()
+    yes, no = np.flatnonzero(labels), np.flatnonzero(~labels)
+    curve, steps_done = [], 0
+    deadline = t0 + args.max_minutes * 60 if args.max_minutes else None
+    for step in range(1, args.steps + 1):
+        half = args.batch // 2
+        rows = np.concatenate([rng.choice(yes, half, replace=False), rng.choice(no, half, replace=False)])
+        loss, acc = answer_loss(model, req, rows.tolist(), labels[rows].tolist(), torch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps_done = step
+        curve.append({"step": step, "loss": round(loss.item(), 5), "accuracy": round(acc, 4),
+                      "seconds": round(time.time() - t0, 1)})
+        if step % args.log_every == 0 or step == 1:
+            recent = curve[-args.log_every:]
+            log(f"step {step}: loss {np.mean([c['loss'] for c in recent]):.4f}, "
+                f"accuracy {np.mean([c['accuracy'] for c in recent]):.3f} ({time.time() - t0:.0f} s)")
+        if deadline and time.time() > deadline:
+            log(f"stopped at step {step}: --max-minutes {args.max_minutes} reached")
+            break
+    model.eval()
+    with torch.no_grad():
+        held = accuracies(model, tok, held_df, args.chat_template)
+    fails = check(held)
+    report = {
+        "design": "concept-learning prompts of upward concepts only + explicit prompts of both directions; loss over "
+                  "the two answer tokens; batches balanced Yes/No",
+        "model": args.model, "concepts": concepts(), "n_examples": args.n_examples, "seed": args.seed,
+        "held_out_seed": args.held_out_seed, "training_prompts": len(train_df),
+        "training_data_sha256": data_sha256(train_df), "held_out_prompts": len(held_df),
+        "lora": {"rank": args.rank, "alpha": 2 * args.rank, "targets": list(args.targets)},
+        "lr": args.lr, "batch": args.batch, "steps_planned": args.steps, "steps": steps_done, "curve": curve,
+        "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
+                                    "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
+        "wall_seconds": round(time.time() - t0, 1), "threads": args.threads,
+        "host": {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
+                 "python": platform.python_version(), "torch": torch.__version__},
+        "saved": False,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    if not fails:
+        model.peft_config["default"].base_model_name_or_path = args.model
+        model.save_pretrained(out)
+        report["saved"] = True
+        report["adapter_sha256"] = hashlib.sha256((out / "adapter_model.safetensors").read_bytes()).hexdigest()
+    (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="a new folder for the adapter and training.json")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="the base model (embedded name or local folder)")
+    p.add_argument("--seed", type=int, default=1701, help="training prompts, sample order and LoRA initialisation")
+    p.add_argument("--held-out-seed", type=int, default=2718)
+    p.add_argument("--prompts-per-concept", type=int, default=100, help="training pool, per concept and condition")
+    p.add_argument("--held-out-per-concept", type=int, default=20, help="10 concepts: 200 concept-learning prompts")
+    p.add_argument("--n-examples", type=int, default=10, help="labelled examples per prompt")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--max-minutes", type=float, default=None, help="stop training after this wall time")
+    p.add_argument("--batch", type=int, default=8, help="prompts per step (even: half Yes, half No)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--targets", nargs="+", default=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                    "down_proj"])
+    p.add_argument("--chat-template", default="auto", choices=("auto", "always", "never"))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--log-every", type=int, default=10)
+    args = p.parse_args(argv)
+    if args.batch < 2 or args.batch % 2:
+        p.error("--batch: must be an even number ≥ 2 (half Yes, half No)")
+    for name in ("steps", "prompts_per_concept", "held_out_per_concept", "threads", "rank", "log_every"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: must be ≥ 1")
+    try:
+        check_seeds(args.seed, args.held_out_seed)
+    except ValueError as err:
+        p.error(str(err))
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    report = train(args)
+    for key, v in report["held_out"].items():
+        print(f"held-out {key}: {v['accuracy']:.3f} (n={v['n']})")
+    if report["saved"]:
+        print(f"saved: {args.out} (passed the held-out check)")
+        return 0
+    print("REFUSED: not saved, the held-out check failed: " + "; ".join(report["check"]["failures"]), file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

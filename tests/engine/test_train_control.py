@@ -1,0 +1,76 @@
+"""The positive control's recipe (scripts/train_control.py) run for a few steps on the tiny random-weight model: it
+refuses to save an adapter that fails the held-out check, writes what it did, and saves one that passes as an adapter
+the score settings take."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from nbutils import paths
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    spec = importlib.util.spec_from_file_location("train_control", paths.repo_root() / "scripts" / "train_control.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["train_control"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def argv(out, model, *extra):
+    return ["--out", str(out), "--model", str(model), "--steps", "3", "--prompts-per-concept", "4",
+            "--held-out-per-concept", "2", "--n-examples", "4", "--batch", "4", "--log-every", "1", *extra]
+
+
+def test_a_failing_adapter_is_refused_and_what_was_done_is_written(recipe, tmp_path, tiny_model_dir):
+    out = tmp_path / "control"
+    assert recipe.main(argv(out, tiny_model_dir)) == 1
+    assert not (out / "adapter_model.safetensors").exists(), "a refused adapter is not saved"
+    report = json.loads((out / "training.json").read_text())
+    assert report["saved"] is False and not report["check"]["passed"]
+    assert any("fewer than 200" in f for f in report["check"]["failures"])
+    assert report["steps"] == 3 and [c["step"] for c in report["curve"]] == [1, 2, 3]
+    assert all(c["loss"] > 0 and 0 <= c["accuracy"] <= 1 for c in report["curve"])
+    train = recipe.training_prompts(4, 4, report["seed"])
+    assert report["training_data_sha256"] == recipe.data_sha256(train) and report["training_prompts"] == len(train)
+    assert set(train.loc[train["condition"] == "concept_learning", "monotonicity"]) == {"upward"}
+    assert set(train.loc[train["condition"] == "explicit", "monotonicity"]) == {"upward", "downward"}
+    assert set(report["held_out"]) == {f"{m}/{c}" for m in ("upward", "downward")
+                                       for c in ("concept_learning", "explicit")}
+    assert report["wall_seconds"] > 0 and report["host"]["node"] and report["threads"] == 1
+    with pytest.raises(ValueError, match="--out: .* is not empty"):
+        recipe.train(recipe.parse(argv(out, tiny_model_dir)))
+
+
+def test_a_passing_adapter_is_saved_and_scores(recipe, tmp_path, tiny_model_dir, monkeypatch):
+    from nbutils.engine.models import load_model
+
+    monkeypatch.setattr(recipe, "check", lambda acc: [])  # the save path, on a model too small to pass
+    out = tmp_path / "passing"
+    assert recipe.main(argv(out, tiny_model_dir)) == 0
+    report = json.loads((out / "training.json").read_text())
+    assert report["saved"] and (out / "adapter_model.safetensors").is_file()
+    lm = load_model(str(tiny_model_dir), device="cpu", dtype="float32", adapter=str(out))
+    assert lm.meta["adapter_sha256"] == report["adapter_sha256"]
+
+
+def test_the_check_and_the_seeds(recipe):
+    def acc(up_cl, down_cl, up_ex, down_ex, n=100):
+        return {"upward/concept_learning": {"accuracy": up_cl, "n": n},
+                "downward/concept_learning": {"accuracy": down_cl, "n": n},
+                "upward/explicit": {"accuracy": up_ex, "n": n}, "downward/explicit": {"accuracy": down_ex, "n": n}}
+
+    assert recipe.check(acc(0.80, 0.40, 0.70, 0.60)) == []
+    assert len(recipe.check(acc(0.70, 0.50, 0.70, 0.20))) == 3  # weak up, strong down, a larger explicit gap
+    assert recipe.check(acc(0.80, 0.40, 0.70, 0.60, n=90)) == [
+        "held-out set has 180 concept-learning prompts, fewer than 200"]
+    used = recipe.evaluation_seeds()
+    assert {0, 3} <= used and not {1701, 2718} & used
+    with pytest.raises(ValueError, match="--seed: 0 is a seed of a shipped or tested evaluation set"):
+        recipe.check_seeds(0, 2718)
+    with pytest.raises(ValueError, match="--held-out-seed: must differ"):
+        recipe.check_seeds(1701, 1701)
