@@ -58,17 +58,6 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     print(f"report → {write_report(run_dir, ran, warn=_warn)}")
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: an integer ≥ 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
-    return value
-
-
 def _add_item_commands(sub) -> None:
     """The ``show`` and ``runs`` subcommands."""
     sh = sub.add_parser("show", help="every scored item beside the model's answer: prompt, gold, choice, margin, "
@@ -76,13 +65,13 @@ def _add_item_commands(sub) -> None:
     sh.add_argument("run_dir")
     sh.add_argument("--model", help="one score file's name (scores/<model>.parquet); default: every usable one")
     sh.add_argument("--wrong", action="store_true", help="errors only, the most confident first")
-    sh.add_argument("--closest", type=_at_least_one, metavar="N", help="the N items of smallest |margin|")
+    sh.add_argument("--closest", type=_count, metavar="N", help="the N items of smallest |margin|")
     sh.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                     help="keep items whose design column KEY (or model, gold, choice, correct) is VALUE; repeatable "
                          "(a key given twice: either value)")
     sh.add_argument("--full", action="store_true", help="each item with its whole prompt")
     sh.add_argument("--jsonl", action="store_true", help="one JSON object per item, with the whole prompt")
-    sh.add_argument("--limit", type=_at_least_one, metavar="N",
+    sh.add_argument("--limit", type=_count, metavar="N",
                     help="at most N items (default: 20 in the table and with --full, every item with --jsonl)")
     rs = sub.add_parser("runs", help="an index of the run directories below DIR: study, models, items, analysed, "
                                      "headline, report")
