@@ -157,7 +157,11 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
         calls.append(args)
         raise _Checked
 
+    def cluster_host(name, cluster, source):  # the live cluster is the host's, not the page's: a command shown for
+        calls.append(("cluster", name))      # a SLURM login node is checked here up to the point where it asks SLURM
+
     monkeypatch.setattr(notebooks, "run_notebook", run_notebook)
+    monkeypatch.setattr(sweep.executors, "check_host", cluster_host)
     monkeypatch.setattr(sweep, "run_lock", stop)
     monkeypatch.setattr(sweep, "execute", stop)
     monkeypatch.setattr(sweep, "write_report", stop)
