@@ -12,6 +12,7 @@ from nbutils import adapters, artifacts, cluster, paths, runstore, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.engine.settings import ScoreSettings
+from test_runs import fresh_run  # the same copy of the tiny run's dataset as the run tests use
 
 SPEC = studies.get("monotonicity").spec
 TARGETS = ["q_proj", "v_proj", "gate_proj"]
@@ -47,14 +48,6 @@ def adapter_dir(tmp_path_factory, base_model):
 @pytest.fixture(scope="module")
 def adapted(tiny_model_dir, adapter_dir):
     return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2, adapter=str(adapter_dir))
-
-
-def fresh_run(tmp_path, tiny_run):
-    run = tmp_path / "run"
-    run.mkdir(parents=True)
-    for name in ("prompts.parquet", "prompts.json"):
-        (run / name).write_bytes((tiny_run / name).read_bytes())
-    return run
 
 
 def test_merged_adapter_scores_as_the_unmerged_one(adapted, lm, base_model, adapter_dir, tiny_tokenizer):
