@@ -56,7 +56,19 @@ def matches_params(meta: dict, params: dict) -> bool:
     explicit = {k: v for k, v in explicit.items() if k in IDENTITY_KEYS
                 and not (k in ("dtype", "quantization", "rescore_margin") and v == "auto")
                 and not (k == "revision" and v is None)}
-    return all(meta.get(k) == v for k, v in explicit.items())
+    return all(meta.get(k) == v for k, v in explicit.items()) and _same_chat_template(meta, params)
+
+
+def _same_chat_template(meta: dict, params: dict) -> bool:
+    """Whether ``params``' ``chat_template`` (default ``auto``) renders prompts as the finished run did: ``always``
+    and ``never`` as they say, ``auto`` through the template exactly when the tokenizer had one (the rule of
+    ``engine.choices.use_chat_template``, read back from the sidecar). Scorers that use no template match any."""
+    used = meta.get("used_chat_template")
+    if used is None:
+        return True
+    mode = params.get("chat_template", "auto")
+    expected = {"always": True, "never": False}.get(mode, meta.get("chat_template_available"))
+    return expected is None or bool(used) == expected
 
 
 def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:

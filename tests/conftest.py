@@ -185,7 +185,7 @@ def lm(tiny_model_dir):
     """The tiny Llama loaded as a run loads a model (float32 on the CPU), once per module."""
     from nbutils.engine.models import load_model
 
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
+    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=None)
 
 
 @pytest.fixture(scope="module")

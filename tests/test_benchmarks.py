@@ -154,15 +154,15 @@ def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_kee
 
 @pytest.mark.notebooks  # the real embedded model, 2 prompts per variant (~25 s)
 def test_bf16_levers_script_measures_speed_and_error_of_each_variant(tmp_path):
-    """Non-compiling variants run on the real model and report their speed and margin error vs float32 (the
-    compiled ones take minutes and are measured only by the committed run). Unknown variants are refused by name,
+    """The reference variant and the float32 tail run on the real model and report their speed and margin error vs
+    float32 (the other variants share their code path and are measured by the committed run). Unknown variants are refused by name,
     before the model loads."""
     out = tmp_path / "levers.json"
-    proc = _run("bf16_levers.py", "--n", "2", "--variants", "eager_sdpa,float32_tail,fp32_head,autocast", "--out", str(out))
+    proc = _run("bf16_levers.py", "--n", "2", "--variants", "eager_sdpa,float32_tail", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     rows = report["variants"]
-    assert set(rows) == {"eager_sdpa", "float32_tail", "fp32_head", "autocast"} and report["n_prompts"] == 2
+    assert set(rows) == {"eager_sdpa", "float32_tail"} and report["n_prompts"] == 2
     for name, row in rows.items():
         assert row["seconds_per_prompt"] > 0 and 0 < row["margin_error_max"] < 0.5, name
         assert name == "eager_sdpa" or row["speed_vs_eager_sdpa"] > 0

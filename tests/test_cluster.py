@@ -1,5 +1,6 @@
 """Cluster sweeps through submitit, for real without a cluster: the local executor runs the same job array as real
-subprocesses. Files are byte-identical to the serial sweep's; a failing job is reported with its log and its real
+subprocesses. Files are byte-identical to the serial sweep's (a tiny random-weight model scores there: the executor
+is what is tested, and the real model's kill and requeue tests below keep the real load times); a failing job is reported with its log and its real
 error while the others finish; a job killed with kill -9 is resubmitted by the next run and resumes from its
 checkpoint; the `cluster:` block is checked before anything runs; the sbatch script of a SLURM array is checked
 without a cluster (fake `sbatch`/`srun` on PATH record what would be submitted)."""
@@ -38,17 +39,20 @@ def _sweep(tmp: Path, name: str, models: list[str], **extra) -> Path:
     return f
 
 
-def _model(tmp: Path, name: str, **params) -> str:
-    base = yaml.safe_load((ROOT / "params" / "models" / "smollm2-135m-instruct.yaml").read_text())
+def _model(tmp: Path, name: str, base: Path | None = None, **params) -> str:
+    base = yaml.safe_load((base or ROOT / "params" / "models" / "smollm2-135m-instruct.yaml").read_text())
     f = tmp / f"{name}.yaml"
     f.write_text(yaml.safe_dump({**base, **params}))
     return str(f)
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tmp_path_factory, tiny_model_dir):
+    """The real model's file, and two model files of the tiny random-weight Llama (float32 and bfloat16)."""
     tmp = tmp_path_factory.mktemp("models")
-    return tmp, [str(ROOT / "params" / "models" / "smollm2-135m-instruct.yaml"), _model(tmp, "bf16", dtype="bfloat16")]
+    tiny = _model(tmp, "tiny", model=str(tiny_model_dir), chat_template="never")
+    return tmp, [str(ROOT / "params" / "models" / "smollm2-135m-instruct.yaml")], \
+        [tiny, _model(tmp, "tiny-bf16", Path(tiny), dtype="bfloat16")], paths.model_slug(str(tiny_model_dir))
 
 
 def _run_files(run: Path) -> dict[str, bytes]:
@@ -182,9 +186,9 @@ def test_ctrl_c_asks_whether_to_cancel_the_jobs_and_says_how_to_go_on(tmp_path, 
 def serial_and_jobs(tmp_path_factory, models):
     tmp = tmp_path_factory.mktemp("cluster")
     t0 = time.perf_counter()
-    serial = run_sweep(_sweep(tmp, "serial", models[1]), limit=LIMIT)
+    serial = run_sweep(_sweep(tmp, "serial", models[2]), limit=LIMIT)
     t1 = time.perf_counter()
-    jobs = run_sweep(_sweep(tmp, "jobs", models[1], executor="submitit-local",
+    jobs = run_sweep(_sweep(tmp, "jobs", models[2], executor="submitit-local",
                             cluster={"shards_per_model": 2, "poll_seconds": 2}), limit=LIMIT)
     t2 = time.perf_counter()
     print(f"\nserial sweep {t1 - t0:.0f} s; submitit-local sweep (2 models x 2 shards) {t2 - t1:.0f} s")
@@ -192,10 +196,11 @@ def serial_and_jobs(tmp_path_factory, models):
 
 
 @pytest.mark.notebooks
-def test_the_local_executor_writes_byte_identical_files_to_the_serial_sweep(serial_and_jobs):
+def test_the_local_executor_writes_byte_identical_files_to_the_serial_sweep(serial_and_jobs, models):
     tmp, serial, jobs = serial_and_jobs
+    tiny = models[3]
     assert not serial.failed and not jobs.failed and jobs.analyzed
-    assert sorted(jobs.scored) == sorted(serial.scored) == ["smollm2-135m-instruct", "smollm2-135m-instruct.bfloat16"]
+    assert sorted(jobs.scored) == sorted(serial.scored) == [tiny, f"{tiny}.bfloat16"]
     a, b = _run_files(tmp / "serial"), _run_files(tmp / "jobs")
     assert len(a) > 15 and a.keys() == b.keys()
     assert [k for k in a if a[k] != b[k]] == []
@@ -210,11 +215,11 @@ def test_the_local_executor_writes_byte_identical_files_to_the_serial_sweep(seri
 
 
 @pytest.mark.notebooks
-def test_rerunning_submits_nothing_when_everything_is_scored(serial_and_jobs, capsys):
+def test_rerunning_submits_nothing_when_everything_is_scored(serial_and_jobs, models, capsys):
     tmp, _, _ = serial_and_jobs
     again = run_sweep(tmp / "jobs.yaml", limit=LIMIT)
     out = capsys.readouterr().out
-    assert again.skipped == ["smollm2-135m-instruct", "smollm2-135m-instruct.bfloat16"] and not again.scored
+    assert again.skipped == [models[3], f"{models[3]}.bfloat16"] and not again.scored
     assert "submitted" not in out
 
 
@@ -226,11 +231,11 @@ def test_a_failing_job_is_reported_with_its_log_and_error_while_the_others_finis
     shutil.copytree(tmp / "jobs", run, ignore=shutil.ignore_patterns("logs", ".lock"))
     # one model scored already (skipped), one new that scores, one that cannot load
     bad = _model(tmp_path, "bad", model=str(tmp_path / "no-such-model"))
-    new = _model(tmp_path, "f16", dtype="float16")
-    report = run_sweep(_sweep(tmp_path, "run", [models[1][0], new, bad], executor="submitit-local",
+    new = _model(tmp_path, "f16", Path(models[2][0]), dtype="float16")
+    report = run_sweep(_sweep(tmp_path, "run", [models[2][0], new, bad], executor="submitit-local",
                               cluster={"poll_seconds": 2}), limit=LIMIT)
     out = capsys.readouterr().out
-    assert report.skipped == ["smollm2-135m-instruct"] and report.scored == ["smollm2-135m-instruct.float16"]
+    assert report.skipped == [models[3]] and report.scored == [f"{models[3]}.float16"]
     (slug, err), = report.failed.items()
     assert "no-such-model" in slug and "model" in err and "Traceback" not in err
     failed_line = next(line for line in out.splitlines() if line.startswith("[sweep] FAILED job"))

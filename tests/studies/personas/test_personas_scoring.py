@@ -76,7 +76,7 @@ def test_a_template_that_refuses_a_system_message_gets_the_persona_in_the_user_t
     cfg["chat_template"] = REFUSING
     (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
     (folder / "chat_template.jinja").unlink(missing_ok=True)
-    refusing = load_model(str(folder), device="cpu", dtype="float32", threads=2)
+    refusing = load_model(str(folder), device="cpu", dtype="float32", threads=None)
     run = tmp_path / "run"
     params = dict(n_questions=2, n_null_personas=0, categories=["disability"], seed=1)
     dataset.write(dataset.make_dataset(**params), run, params)
