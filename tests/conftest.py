@@ -11,8 +11,37 @@ from collections import defaultdict
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
+
+def _pin_worker():
+    """Under pytest-xdist, pin each worker to its own share of the CPUs this process may use, before numpy and torch
+    are imported.
+
+    Every library in a worker then sees that share: BLAS and OpenMP (their thread counts are fixed when they load, so
+    the pin and the thread counts come first), torch's thread count (``models.set_threads`` reads the affinity), and
+    the kernels and Rscript processes the worker starts (they inherit both). Two workers on two cores then never
+    fight over a core, which costs far more than they gain: threads that share one core spin while they wait (a
+    numpy solve that loaded two BLAS threads and was pinned to one core afterwards runs 13 times slower).
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < count:
+        return None
+    share = set(cpus[int(worker.removeprefix("gw")) % count::count])
+    os.sched_setaffinity(0, share)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(len(share))
+    return share
+
+
+_SHARE = _pin_worker()
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+if _SHARE:
+    torch.set_num_threads(len(_SHARE))
 
 # The whole suite (pytest alone, both workers) should stay within this many seconds on a 2-core host, so that CI
 # (setup and the R install included) stays far inside its limit. Over it, the summary says so loudly.
@@ -21,11 +50,10 @@ _STARTED = time.time()
 
 
 def pytest_configure(config):
-    """The suite's own marks, and each xdist worker pinned to its CPUs."""
+    """The suite's own marks (each xdist worker is pinned to its CPUs when this file loads)."""
     config.addinivalue_line("markers", "sweep(file, **kwargs): the sweep file (and run_sweep arguments) whose run the "
                             "module's `swept` fixture holds")
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU (skipped without one)")
-    _pin_worker()
 
 
 def pytest_runtest_setup(item):
@@ -33,23 +61,6 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("cuda") and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
 
-
-def _pin_worker():
-    """Under pytest-xdist, pin each worker to its own share of the CPUs this process may use.
-
-    Every library in a worker then sees that share: torch's thread count (``models.set_threads`` reads the affinity),
-    BLAS, and the kernels and Rscript processes the worker starts (they inherit it). Two workers on two cores then
-    never fight over a core, which costs far more than they gain (OpenMP threads spin while they wait).
-    """
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if not worker or count < 2 or not hasattr(os, "sched_setaffinity"):
-        return
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < count:
-        return
-    share = set(cpus[int(worker.removeprefix("gw")) % count::count])
-    os.sched_setaffinity(0, share)
-    torch.set_num_threads(len(share))
 
 
 def _tier(keywords) -> str:
