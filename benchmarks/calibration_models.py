@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
-from nbutils.firth import term_test
+from nbutils.firth import mean_over_strata
 from nbutils.studies.common import model_comparison
-from nbutils.studies.common import quantifier_mixed_models as qmixed
+from nbutils.studies.common.quantifier_stats import threshold_units
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "calibration_models.json"
@@ -37,17 +37,26 @@ ALPHA = 0.05
 LOG15 = float(np.log(1.5))
 
 
+SCENARIOS = {  # (the reference's base log-odds, the other's, whether the reference's gap is larger by --or)
+    "equal_gaps": (0.85, 0.4, False),       # the gap tests' null; the models differ in accuracy (McNemar's power)
+    "different_gaps": (0.85, 0.4, True),    # the gap tests' power
+    "equal_accuracy": (0.625, 0.625, False),  # McNemar's null (and the gap tests'): the two models alike
+}
+CONDITIONS = ("concept_learning", "explicit")
+
+
 def simulate(k: int, n: int, rng: np.random.Generator, extra_gap: float = 0.0, sd_gap: float = 0.3,
-             sd_threshold: float = 0.5, sd_pair: float = 0.5) -> pd.DataFrame:
-    """Two models (A, B) on one set of prompts: k thresholds × up/down × ``n`` prompts × two conditions."""
+             sd_threshold: float = 0.5, sd_pair: float = 0.5, bases: tuple[float, float] = (0.85, 0.4),
+             conditions: tuple[str, ...] = CONDITIONS) -> pd.DataFrame:
+    """Two models (A, B) on one set of prompts: k thresholds × up/down × ``n`` prompts × ``conditions``."""
     thr, gap_t = rng.normal(0, sd_threshold, k), LOG15 + rng.normal(0, sd_gap, k)
     t = np.repeat(np.arange(k), 2 * n)
     up = np.tile(np.repeat([1, 0], n), k)
     label = np.tile(np.arange(n) % 2 == 0, 2 * k)
     pair = rng.normal(0, sd_pair, 2 * k * n)
     frames = []
-    for model, base, extra in (("A", 0.85, extra_gap), ("B", 0.4, 0.0)):
-        for cond in ("concept_learning", "explicit"):
+    for model, base, extra in (("A", bases[0], extra_gap), ("B", bases[1], 0.0)):
+        for cond in conditions:
             eta = base + thr[t] + up * (gap_t[t] + extra) + pair
             correct = rng.random(len(eta)) < 1 / (1 + np.exp(-eta))
             frames.append(pd.DataFrame({
@@ -57,40 +66,73 @@ def simulate(k: int, n: int, rng: np.random.Generator, extra_gap: float = 0.0, s
     return pd.concat(frames, ignore_index=True)
 
 
-def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds_ratio: float) -> list[dict]:
-    """Rejection rate per test and condition over ``n_sims`` simulated runs of one scenario."""
-    extra = 0.0 if scenario == "equal_gaps" else float(np.log(odds_ratio))
-    rng = np.random.default_rng([seed, k, n, int(extra * 1000)])
-    hits: dict[tuple, list[bool]] = {}
-    invalid: dict[tuple, int] = {}
-    t0 = time.perf_counter()
-    for _ in range(n_sims):
-        d = simulate(k, n, rng, extra)
-        t = model_comparison.compare(d, use_r=use_r)
-        for r in t.itertuples(index=False):
-            key = (r.test, r.condition)
-            hits.setdefault(key, []).append(bool(r.valid) and bool(r.p < ALPHA))
-            invalid[key] = invalid.get(key, 0) + (not bool(r.valid))
-        if not use_r:
-            for key, hit in firth_every_time(d).items():
-                hits.setdefault(key, []).append(hit)
-        heads = model_comparison.records(t)
-        for cond in ("concept_learning", "explicit"):  # the headline as the report says it: fallback included
-            said = [r for r in heads if r.get("headline") and r["condition"] == cond and r.get("valid")
-                    and not (r["test"] != "firth_models" and any(h.get("fallback_for") == r["test"] for h in heads
-                                                                 if h["condition"] == cond))]
-            hits.setdefault(("headline", cond), []).append(bool(said) and said[-1]["p"] < ALPHA)
+def compare_batch(runs: list[pd.DataFrame], use_r: bool) -> list[pd.DataFrame]:
+    """``model_comparison.compare`` of each simulated run, the GLMMs of all of them fitted in one R session."""
+    prepared, units = [], []
+    for d in runs:
+        rows, own = model_comparison.prepare(d, use_r=use_r)
+        first = len(units)
+        units += [u.assign(unit=f"u{first + i}") for i, u in enumerate(own)]
+        prepared.append((rows, [f"u{first + i}" for i in range(len(own))]))
+    fits = model_comparison.glmm(model_comparison.glmm_input(units)) if use_r and units else None
+    return [model_comparison.finish(rows, units, None if fits is None else fits[fits["unit"].isin(names)])
+            for rows, names in prepared]
+
+
+def rows_of(hits: dict, invalid: dict, scenario: str, k: int, n: int, use_r: bool, odds_ratio: float) -> list[dict]:
+    """The calibration rows of one scenario and design: rejection rate per test and condition."""
     rows = []
     for (test, cond), h in sorted(hits.items()):
         rate = float(np.mean(h))
+        null = scenario == "equal_accuracy" if test == "mcnemar_models" else scenario != "different_gaps"
         rows.append({"test": test, "condition": cond, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
                      "n_sims": len(h), "rejections": int(np.sum(h)), "rate": rate,
                      "mc_se": float(np.sqrt(rate * (1 - rate) / len(h))), "n_invalid": invalid.get((test, cond), 0),
-                     "null_true": scenario == "equal_gaps" and test != "mcnemar_models",
-                     "odds_ratio": 1.0 if scenario == "equal_gaps" else odds_ratio, "r": use_r})
-    print(f"[models] {scenario} k={k} n={n} r={use_r}: {n_sims} sims in {time.perf_counter() - t0:.0f} s",
-          file=sys.stderr)
+                     "null_true": null, "odds_ratio": odds_ratio if scenario == "different_gaps" else 1.0,
+                     "bases": list(SCENARIOS[scenario][:2]), "r": use_r})
     return rows
+
+
+def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds_ratio: float,
+        conditions: tuple[str, ...] = CONDITIONS, batch: int = 20, save=None) -> list[dict]:
+    """Rejection rate per test and condition over ``n_sims`` simulated runs of one scenario, ``batch`` runs per R
+    session; ``save(rows)`` is called after each batch with the rows so far."""
+    first, second, different = SCENARIOS[scenario]
+    extra = float(np.log(odds_ratio)) if different else 0.0
+    rng = np.random.default_rng([seed, k, n, int(extra * 1000)] + ([1] if scenario == "equal_accuracy" else []))
+    hits: dict[tuple, list[bool]] = {}
+    invalid: dict[tuple, int] = {}
+    t0 = time.perf_counter()
+    done = 0
+    while done < n_sims:
+        runs = [simulate(k, n, rng, extra, bases=(first, second), conditions=conditions)
+                for _ in range(min(batch, n_sims - done))]
+        for d, t in zip(runs, compare_batch(runs, use_r)):
+            tally(d, t, hits, invalid, use_r)
+        done += len(runs)
+        rows = rows_of(hits, invalid, scenario, k, n, use_r, odds_ratio)
+        if save:
+            save(rows)
+        print(f"[models] {scenario} k={k} n={n} r={use_r}: {done} sims in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def tally(d: pd.DataFrame, t: pd.DataFrame, hits: dict, invalid: dict, use_r: bool) -> None:
+    """One simulated run's rejections, per test and condition, and its headline's as the report gives it."""
+    for r in t.itertuples(index=False):
+        key = (r.test, r.condition)
+        hits.setdefault(key, []).append(bool(r.valid) and bool(r.p < ALPHA))
+        invalid[key] = invalid.get(key, 0) + (not bool(r.valid))
+    if not use_r:
+        for key, hit in firth_every_time(d).items():
+            hits.setdefault(key, []).append(hit)
+    heads = model_comparison.records(t)
+    for cond in d["condition"].unique():  # the headline as the report says it: fallback included
+        said = [r for r in heads if r.get("headline") and r["condition"] == cond and r.get("valid")
+                and not (r["test"] != "firth_models" and any(h.get("fallback_for") == r["test"] for h in heads
+                                                             if h["condition"] == cond))]
+        hits.setdefault(("headline", cond), []).append(bool(said) and said[-1]["p"] < ALPHA)
 
 
 def firth_every_time(d: pd.DataFrame) -> dict[tuple, bool]:
@@ -98,7 +140,7 @@ def firth_every_time(d: pd.DataFrame) -> dict[tuple, bool]:
     out = {}
     for first, second, both in model_comparison.pairs(d):
         for cond, g in both.groupby("condition", sort=False):
-            r = model_comparison.firth(model_comparison._frame(g, first), ci=False)
+            r = model_comparison.firth(model_comparison._frame(g, first))
             out[("firth_models_always", cond)] = bool(r["ok"]) and r["p"] < ALPHA
     return out
 
@@ -115,8 +157,7 @@ def run_gap(scenario: str, n_sims: int, k: int, n: int, seed: int) -> list[dict]
         d = calibration.simulate(sc, k, n, rng)
         for cond, g in d.groupby("condition", sort=False):
             u = (g["monotonicity"] == "upward").astype(float).to_numpy()
-            X, names = qmixed.firth_design(g, {"u": u})
-            r = term_test(X, g["correct"].astype(float).to_numpy(), names, "u", ci=False)
+            r = mean_over_strata({"u": u}, threshold_units(g).to_numpy(), g["correct"].astype(float).to_numpy(), "u")
             hits.setdefault(cond, []).append(bool(r["converged"]) and r["p"] < ALPHA)
     null = scenario.startswith("null") or scenario == "chance"
     return [{"test": "firth_plr", "condition": c, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
@@ -126,13 +167,26 @@ def run_gap(scenario: str, n_sims: int, k: int, n: int, seed: int) -> list[dict]
              "r": False} for c, h in hits.items()]
 
 
+def save(rows: list[dict], out: Path) -> None:
+    """Merge ``rows`` into ``out``: rows of the same test, condition, scenario, design and R setting are replaced."""
+    old = json.loads(out.read_text())["rows"] if out.exists() else []
+    key = ("test", "condition", "scenario", "thresholds", "prompts_per_concept", "r")
+    new = {tuple(r[c] for c in key) for r in rows}
+    kept = [r for r in old if tuple(r.get(c) for c in key) not in new]
+    artifacts.write_json({"created": artifacts.now_utc(), "alpha": ALPHA, "versions": artifacts.versions(),
+                          "rows": kept + rows}, out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n-sims", type=int, default=200)
     ap.add_argument("--thresholds", type=int, default=5)
     ap.add_argument("--prompts", type=int, default=6, help="prompts per concept and condition")
     ap.add_argument("--or", dest="odds_ratio", type=float, default=3.0, help="ratio of the two gaps' ORs for power")
-    ap.add_argument("--r", action="store_true", help="fit the lme4 GLMM too (slow: one Rscript per simulation)")
+    ap.add_argument("--r", action="store_true", help="fit the lme4 GLMM too (one R session per --batch runs)")
+    ap.add_argument("--batch", type=int, default=20, help="simulated runs per R session (results saved after each)")
+    ap.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
+    ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
     ap.add_argument("--seed", type=int, default=20240101)
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, with --gap {OUT_GAP.name}")
@@ -142,15 +196,11 @@ def main(argv=None) -> int:
     if args.gap:
         for scenario in ("null", "null_varying_gap", "gap_or2"):
             rows += run_gap(scenario, args.n_sims, args.thresholds, args.prompts, args.seed)
+            save(rows, args.out)
     else:
-        for scenario in ("equal_gaps", "different_gaps"):
-            rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio)
-    old = json.loads(args.out.read_text())["rows"] if args.out.exists() else []
-    key = ("test", "condition", "scenario", "thresholds", "prompts_per_concept", "r")
-    new = {tuple(r[c] for c in key) for r in rows}
-    kept = [r for r in old if tuple(r.get(c) for c in key) not in new]
-    artifacts.write_json({"created": artifacts.now_utc(), "alpha": ALPHA, "versions": artifacts.versions(),
-                          "rows": kept + rows}, args.out)
+        for scenario in args.scenarios:
+            rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio,
+                        tuple(args.conditions), args.batch, save=lambda part: save(part, args.out))
     for r in rows:
         print(f"{r['scenario']:15s} k={r['thresholds']:2d} n={r['prompts_per_concept']:3d} r={r['r']!s:5s} "
               f"{r['test']:15s} {r['condition']:17s} {r['rate']:.3f} ± {r['mc_se']:.3f} (invalid {r['n_invalid']})")
