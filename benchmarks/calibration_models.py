@@ -1,18 +1,24 @@
 """Calibration of the model comparison (``nbutils.studies.common.model_comparison``) by simulation.
 
 Two models answer the same prompts: each prompt has one difficulty both models share (random intercepts for
-threshold and prompt, as in ``calibration.py``), each model its own accuracy and its own answers. Under the null the
-two gaps are equal (both log 1.5, the thresholds' own deviations from it shared); for power the first model's gap is
-larger by ``--or``. Every simulated run is analysed with ``model_comparison.compare``; the share of p < .05 is
-reported per test and condition with its Monte-Carlo SE.
+threshold and prompt, as in ``calibration.py``), each model its own accuracy and its own answers. Scenarios
+(``SCENARIOS``): ``equal_gaps`` (both gaps log 1.5, the thresholds' own deviations from it shared; the models differ
+in accuracy), ``different_gaps`` (the first model's gap larger by ``--or``) and ``equal_accuracy`` (the two models
+alike: McNemar's null). Every simulated run is analysed with ``model_comparison.compare`` (with ``--r``, the GLMMs of
+``--batch`` runs in one R session); the share of p < .05 is reported per test and condition with its Monte-Carlo SE,
+and saved after every batch.
 
     python benchmarks/calibration_models.py --n-sims 200 --thresholds 5 --prompts 6    # the demo's size
     python benchmarks/calibration_models.py --n-sims 200 --thresholds 10 --prompts 100 # the paper's size
-    python benchmarks/calibration_models.py --r --n-sims 40 --thresholds 5 --prompts 6 # with the lme4 GLMM
+    python benchmarks/calibration_models.py --r --n-sims 200 --batch 50 --thresholds 5 --prompts 6  # with lme4
+    python benchmarks/calibration_models.py --r --n-sims 200 --thresholds 10 --prompts 100 \
+        --conditions concept_learning --scenarios equal_gaps different_gaps    # the GLMM at the paper's size
     python benchmarks/calibration_models.py --gap --n-sims 200 --thresholds 5 --prompts 6  # the gap's Firth fallback
+    python benchmarks/calibration_models.py --tables   # the tables of docs/statistics.md, from the results files
 
 Each call adds its rows to ``benchmarks/results/calibration_models.json`` (``calibration_firth.json`` with
-``--gap``; rows of the same design, test and scenario are replaced).
+``--gap``; rows of the same design, test, condition, scenario and R setting are replaced). Run with one BLAS thread
+(``OMP_NUM_THREADS=1``): the fits are small, and threads only contend.
 """
 from __future__ import annotations
 
@@ -177,6 +183,61 @@ def save(rows: list[dict], out: Path) -> None:
                           "rows": kept + rows}, out)
 
 
+def pct(row: dict | None) -> str:
+    return "—" if row is None else f"{100 * row['rate']:.1f}%"
+
+
+def cell(rows: list[dict], test: str, scenario: str, r: bool, k: int, n: int) -> str:
+    """"concept learning / stated" rates of one test, scenario and design ("—" where not run)."""
+    got = {x["condition"]: x for x in rows if (x["test"], x["scenario"], x["r"], x["thresholds"],
+                                                x["prompts_per_concept"]) == (test, scenario, r, k, n)}
+    return " / ".join(pct(got.get(c)) for c in CONDITIONS)
+
+
+COMPARISON_TESTS = [  # (record, its rows' test and R setting, when it is used, its null, the scenario for power)
+    ("`glmm_models`: binomial GLMM `correct ~ upward × model`, a random intercept per prompt, likelihood-ratio test "
+     "(lme4)", "glmm_models", True, "**headline, with R**; hands over to the GEE when not valid (no convergence, "
+     "separation)", "equal_gaps", "different_gaps"),
+    ("`gee_models`: logistic GEE of the same terms clustered by prompt, bias-reduced sandwich SE, Wald z",
+     "gee_models", False, "**headline without R** (always computed); stands in for an invalid GLMM; hands over to "
+     "Firth where a model answers one direction all right or all wrong", "equal_gaps", "different_gaps"),
+    ("`firth_models`: Firth's penalised regression of the same terms per threshold, their mean tested with t(K−1) "
+     "on their spread (fitted here to every simulated run, separated or not)", "firth_models_always", False,
+     "where a model answers one direction all right or all wrong; stands in for a GLMM or GEE left without a finite "
+     "estimate", "equal_gaps", "different_gaps"),
+    ("the headline as the report gives it, without R (the GEE or its stand-in)", "headline", False, "—",
+     "equal_gaps", "different_gaps"),
+    ("the headline as the report gives it, with R (the GLMM or its stand-in)", "headline", True, "—", "equal_gaps",
+     "different_gaps"),
+    ("`mcnemar_models`: exact McNemar test of the two models' **accuracy** on the same prompts (not of the gap)",
+     "mcnemar_models", False, "beside the headline, always; its null is equal accuracy (`equal_accuracy`); its "
+     "power is for accuracies of log-odds 0.85 vs 0.4 (`equal_gaps`)", "equal_accuracy", "equal_gaps"),
+]
+
+
+def comparison_table(rows: list[dict]) -> str:
+    """The model comparison's calibration table of ``docs/statistics.md``, from the rows of its results file."""
+    out = ["| test (`summary.json` name) | when it is used | false-positive rate, 5 × 6 (the demo's size) | "
+           "10 × 100 (the paper's) | power, 5 × 6 | 10 × 100 |", "| --- | --- | --- | --- | --- | --- |"]
+    for name, test, r, when, null, power in COMPARISON_TESTS:
+        out.append(f"| {name} | {when} | {cell(rows, test, null, r, 5, 6)} | {cell(rows, test, null, r, 10, 100)} | "
+                   f"{cell(rows, test, power, r, 5, 6)} | {cell(rows, test, power, r, 10, 100)} |")
+    return "\n".join(out) + "\n"
+
+
+def firth_table(rows: list[dict]) -> str:
+    """The gap's Firth fallback calibration table of ``docs/statistics.md``, from ``calibration_firth.json``'s rows."""
+    out = ["| scenario | 5 thresholds × 6 prompts (the demo's size): concept learning / stated | 10 × 100 "
+           "(the paper's size) |", "| --- | --- | --- |"]
+    for scenario, what in (("null", "no gap, the same at every threshold (`null`)"),
+                           ("null_varying_gap", "no gap on average, varying between thresholds (SD 0.3, "
+                                                "`null_varying_gap`)"),
+                           ("gap_or2", "power: a gap of OR 2 (`gap_or2`)")):
+        out.append(f"| {what} | {cell(rows, 'firth_plr', scenario, False, 5, 6)} | "
+                   f"{cell(rows, 'firth_plr', scenario, False, 10, 100)} |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n-sims", type=int, default=200)
@@ -188,10 +249,15 @@ def main(argv=None) -> int:
     ap.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
     ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
+    ap.add_argument("--tables", action="store_true", help="print the tables of docs/statistics.md and stop")
     ap.add_argument("--seed", type=int, default=20240101)
     ap.add_argument("--out", type=Path, default=None, help=f"default {OUT.name}, with --gap {OUT_GAP.name}")
     args = ap.parse_args(argv)
     args.out = args.out or (OUT_GAP if args.gap else OUT)
+    if args.tables:
+        print(comparison_table(json.loads(OUT.read_text())["rows"]) + "\n"
+              + firth_table(json.loads(OUT_GAP.read_text())["rows"]), end="")
+        return 0
     rows = []
     if args.gap:
         for scenario in ("null", "null_varying_gap", "gap_or2"):

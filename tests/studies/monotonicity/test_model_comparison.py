@@ -110,6 +110,17 @@ def test_the_calibration_file_holds_its_bounds():
             assert power[key]["n_sims"] >= 200 and power[key]["rate"] > null[key]["rate"], (test, r, power[key])
 
 
+def test_the_statistics_page_shows_the_calibration_files():
+    """The calibration tables of docs/statistics.md are the ones the results files give (``--tables``)."""
+    import sys
+    sys.path.insert(0, str(paths.repo_root() / "benchmarks"))
+    from calibration_models import OUT_GAP, comparison_table, firth_table
+
+    text = (paths.repo_root() / "docs" / "statistics.md").read_text()
+    assert comparison_table(json.loads(CALIBRATION.read_text())["rows"]) in text
+    assert firth_table(json.loads(OUT_GAP.read_text())["rows"]) in text
+
+
 def test_a_few_simulations_of_equal_gaps_reject_rarely():
     """A handful of the calibration's simulations, run here: equal gaps, the demo's size."""
     import sys
