@@ -100,9 +100,11 @@ def rows_of(hits: dict, invalid: dict, scenario: str, k: int, n: int, use_r: boo
 
 
 def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds_ratio: float,
-        conditions: tuple[str, ...] = CONDITIONS, batch: int = 20, save=None) -> list[dict]:
+        conditions: tuple[str, ...] = CONDITIONS, batch: int = 20, save=None,
+        only: tuple[str, ...] = ()) -> list[dict]:
     """Rejection rate per test and condition over ``n_sims`` simulated runs of one scenario, ``batch`` runs per R
-    session; ``save(rows)`` is called after each batch with the rows so far."""
+    session (``only``: just these of McNemar's test and Firth's comparison); ``save(rows)`` is called after each batch
+    with the rows so far."""
     first, second, different = SCENARIOS[scenario]
     extra = float(np.log(odds_ratio)) if different else 0.0
     rng = np.random.default_rng([seed, k, n, int(extra * 1000)] + ([1] if scenario == "equal_accuracy" else []))
@@ -113,8 +115,12 @@ def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds
     while done < n_sims:
         runs = [simulate(k, n, rng, extra, bases=(first, second), conditions=conditions)
                 for _ in range(min(batch, n_sims - done))]
-        for d, t in zip(runs, compare_batch(runs, use_r)):
-            tally(d, t, hits, invalid, use_r)
+        if only:
+            for d in runs:
+                tally_only(d, only, hits)
+        else:
+            for d, t in zip(runs, compare_batch(runs, use_r)):
+                tally(d, t, hits, invalid, use_r)
         done += len(runs)
         rows = rows_of(hits, invalid, scenario, k, n, use_r, odds_ratio)
         if save:
@@ -122,6 +128,18 @@ def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds
         print(f"[models] {scenario} k={k} n={n} r={use_r}: {done} sims in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
     return rows
+
+
+def tally_only(d: pd.DataFrame, only: tuple[str, ...], hits: dict) -> None:
+    """One simulated run's rejections by McNemar's test and Firth's comparison alone (``--only``: no GEE, no GLMM)."""
+    for first, second, both in model_comparison.pairs(d):
+        for cond, g in both.groupby("condition", sort=False):
+            if "mcnemar_models" in only:
+                row, _ = model_comparison.mcnemar_row(g, first, second)
+                hits.setdefault(("mcnemar_models", cond), []).append(row["p"] < ALPHA)
+    if "firth_models_always" in only:
+        for key, hit in firth_every_time(d).items():
+            hits.setdefault(key, []).append(hit)
 
 
 def tally(d: pd.DataFrame, t: pd.DataFrame, hits: dict, invalid: dict, use_r: bool) -> None:
@@ -248,6 +266,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=20, help="simulated runs per R session (results saved after each)")
     ap.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
     ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    ap.add_argument("--only", nargs="+", choices=["mcnemar_models", "firth_models_always"], default=[],
+                    help="just these tests, fast at any size (no GEE, no GLMM, no headline)")
     ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
     ap.add_argument("--tables", action="store_true", help="print the tables of docs/statistics.md and stop")
     ap.add_argument("--seed", type=int, default=20240101)
@@ -266,7 +286,8 @@ def main(argv=None) -> int:
     else:
         for scenario in args.scenarios:
             rows += run(scenario, args.n_sims, args.thresholds, args.prompts, args.seed, args.r, args.odds_ratio,
-                        tuple(args.conditions), args.batch, save=lambda part: save(part, args.out))
+                        tuple(args.conditions), args.batch, save=lambda part: save(part, args.out),
+                        only=tuple(args.only))
     for r in rows:
         print(f"{r['scenario']:15s} k={r['thresholds']:2d} n={r['prompts_per_concept']:3d} r={r['r']!s:5s} "
               f"{r['test']:15s} {r['condition']:17s} {r['rate']:.3f} ± {r['mc_se']:.3f} (invalid {r['n_invalid']})")

@@ -147,6 +147,17 @@ def glmm(units: pd.DataFrame) -> pd.DataFrame:
     return out["info"].merge(out.get("terms", pd.DataFrame(columns=["unit"])), on="unit", how="left")
 
 
+def mcnemar_row(g: pd.DataFrame, first: str, second: str) -> tuple[dict, bool]:
+    """The exact McNemar test of equal accuracy of ``first`` and ``second`` on the prompts of ``g`` both answered:
+    its row (the estimate the first's accuracy minus the second's), and whether they answered every prompt alike."""
+    wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
+    a, b = wide[first].astype(bool), wide[second].astype(bool)
+    table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
+    return {"test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
+            "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1], "only_second": table[1][0],
+            "note": MCNEMAR_NOTE}, bool((a == b).all())
+
+
 def prepare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
             ) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     """The comparisons' Python tests (``gee_models``, ``firth_models`` where a cell is separated, ``mcnemar_models``)
@@ -157,13 +168,9 @@ def prepare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
             d = _frame(g, first)
             base = {"first": first, "second": second, "condition": condition, "n_prompts": d["prompt_id"].nunique()}
             sep = separated(d)
-            wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
-            a, b = wide[first].astype(bool), wide[second].astype(bool)
-            table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
-            rows.append({**base, "test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
-                         "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1],
-                         "only_second": table[1][0], "note": MCNEMAR_NOTE})
-            if (a == b).all():  # the same answer to every prompt: the gaps are equal, whatever a fit would say
+            row, same = mcnemar_row(g, first, second)
+            rows.append({**base, **row})
+            if same:  # the same answer to every prompt: the gaps are equal, whatever a fit would say
                 rows += [{**base, "test": t, "estimate": 0.0, "p": 1.0, "valid": True, "note": IDENTICAL}
                          for t in (["glmm_models"] if use_r else []) + ["gee_models"]]
                 continue
