@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.special import expit
 
+
 @dataclass(frozen=True)
 class FirthFit:
     """A penalised fit: coefficients, their covariance (the inverse Fisher information at the estimate), the
@@ -91,11 +92,11 @@ def firth_fit(X, y, names=None) -> FirthFit:
     return FirthFit(beta, np.linalg.inv(info), ll, X, y, tuple(names or (f"x{i}" for i in range(k))), ok)
 
 
-def strata_design(columns: dict[str, np.ndarray], strata) -> tuple[np.ndarray, list[str], np.ndarray]:
+def strata_design(columns: dict[str, np.ndarray], strata) -> tuple[np.ndarray, list[str], dict[str, np.ndarray]]:
     """The design of a model whose every coefficient differs between strata: intercept and ``columns``, each also
     crossed with the strata in sum-to-zero coding, so that a column's own coefficient is the mean of its per-stratum
-    effects. Returns (X, names, the per-stratum contrast matrix of each column: ``C[c] @ params`` = its effect in each
-    stratum, in the order of first appearance)."""
+    effects. Returns (X, names, the contrast matrix of each column: ``C[c] @ params`` = its effect in each stratum, in
+    the order of first appearance)."""
     strata = np.asarray(strata)
     levels = list(dict.fromkeys(strata))
     k = len(levels)

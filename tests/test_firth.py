@@ -1,6 +1,7 @@
 """Firth's penalised logistic regression, the separation fallback: its estimates and SEs against R's brglm2 on the same
-data, the closed form of a 2 × 2 table, the mean gap over thresholds tested against their spread, and a run whose upward concepts are all right
-and downward all wrong (the demo's shape) reading as strong evidence through the real analysis path."""
+data, the closed form of a 2 × 2 table, the mean gap over thresholds tested against their spread, the calibration's
+bounds, and a run whose upward concepts are all right and downward all wrong (the demo's shape) reading as strong
+evidence through the real analysis path."""
 from __future__ import annotations
 
 import math

@@ -174,6 +174,7 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
                          "degenerate": degenerate})
     return pd.DataFrame(rows)
 
+
 def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and condition whose upward or downward concepts are answered all right or all wrong (the cells where
     the GLMM and the GEE have no finite estimate): Firth's penalised logistic regression with a gap per threshold
@@ -188,9 +189,9 @@ def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
             continue
         both = d.groupby("cluster")["u"].transform("nunique") == 2
         d = d[both]
-        k = d["cluster"].nunique()
+        n_thr = d["cluster"].nunique()
         base = {"model": model, "test": "firth_plr", "term": "upward", "condition": condition, "n": len(d),
-                "n_thresholds": k, "random_effects": "", "meaning": TERM_NOTES["u"], "degenerate": "",
+                "n_thresholds": n_thr, "random_effects": "", "meaning": TERM_NOTES["u"], "degenerate": "",
                 "formula": "correct ~ u × threshold (sum-to-zero), Firth penalty; mean gap, t(K−1) on its spread"}
         try:
             res = firth_mean_gap({"u": d["u"].to_numpy()}, d["cluster"].to_numpy(), d["correct"].to_numpy(), "u")
@@ -201,7 +202,7 @@ def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
         left = f"; {int((~both).sum())} prompts of thresholds with one direction only left out" if (~both).any() else ""
         rows.append({**base, **{k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "df", "p")},
                      "valid": ok, "note": f"Firth's penalised logistic regression with a gap per threshold; their mean "
-                     f"(Firth SE {res['firth_se']:.3g}) tested with t({k - 1}) on their spread between thresholds"
+                     f"(Firth SE {res['firth_se']:.3g}) tested with t({n_thr - 1}) on their spread between thresholds"
                      + left + ("" if ok else "; the penalised fit did not converge")})
     return pd.DataFrame(rows)
 
