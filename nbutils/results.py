@@ -30,7 +30,7 @@ METHODS = {
     "glmm_lrt": "binomial GLMM, lme4, likelihood-ratio test",
     "gee_bias_reduced": "logistic GEE clustered by threshold, bias-reduced SE, t(K−1)",
     "glm_single_threshold": "logistic GLM at one threshold",
-    "firth_plr": "Firth's penalised logistic regression, thresholds fixed, penalised likelihood-ratio test, profile CI",
+    "firth_plr": "Firth's penalised logistic regression, a gap per threshold, their mean tested with t(K−1)",
     "signflip_gap": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_gap_difference": "sign-flip test over thresholds, t(K−1) CI",
     "signflip_dprime_gap": "sign-flip test over thresholds, t(K−1) CI",
@@ -51,9 +51,9 @@ METHODS = {
     "mcnemar_vs_baseline": "exact McNemar test, Holm",
     "glmm_models": "binomial GLMM of model × upward, prompt random intercept, lme4, likelihood-ratio test",
     "gee_models": "logistic GEE of model × upward clustered by prompt, bias-reduced SE, Wald z",
-    "firth_models": "Firth's penalised logistic regression of model × upward, thresholds fixed, penalised "
-                    "likelihood-ratio test, profile CI",
-    "mcnemar_models": "exact McNemar test on the same prompts",
+    "firth_models": "Firth's penalised logistic regression of model × upward per threshold, their mean tested "
+                    "with t(K−1)",
+    "mcnemar_models": "exact McNemar test of equal accuracy on the same prompts",
     "dif_vs_accuracy_regression": "OLS, one point per model",
     "lmm_negation_satterthwaite": "linear mixed model, lme4, Satterthwaite t",
     "lmm_negation_mixedlm_z": "linear mixed model, statsmodels MixedLM, Wald z",

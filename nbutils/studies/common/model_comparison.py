@@ -2,10 +2,11 @@
 
 Each model after the first is compared with the first (the reference), per condition, on the prompts both scored:
 lme4's GLMM ``correct ~ u × m`` with the prompt as a random intercept (R, where installed), a logistic GEE with the
-same terms clustered by prompt (always; the headline without R), Firth's penalised regression with the thresholds as
-fixed strata where a model answers one direction all right or all wrong (the fallback when the first two are
-degenerate), and the exact McNemar test of the two models' correctness. The estimate is the reference's gap minus
-the other model's, in log odds; with more than one comparison the p-values are Holm-adjusted over them.
+same terms clustered by prompt (always; the headline without R), Firth's penalised regression with the terms per
+threshold, their mean tested against their spread between thresholds, where a model answers one direction all right or
+all wrong (the fallback when the first two are degenerate), and beside them the exact McNemar test of the two models'
+accuracy (equal accuracy, not equal gaps). The estimate is the reference's gap minus the other model's, in log odds;
+with more than one comparison the p-values are Holm-adjusted over them.
 """
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ... import artifacts, paths
-from ...firth import term_test
+from ...firth import mean_over_strata
 from ...stats import claim, fallback_headlines, fit_problems, holm, record
-from .quantifier_mixed_models import firth_design, separated_cells
+from .quantifier_mixed_models import separated_cells
+from .quantifier_stats import threshold_units
 
 ORDER = ["glmm_models", "gee_models", "firth_models"]  # the headline and its stand-ins, in this order
+MCNEMAR_NOTE = ("exact McNemar test of equal accuracy of the two models on the same prompts (a test of accuracy, "
+                "not of the gap)")
 IDENTICAL = "the two models gave the same answer to every shared prompt: their gaps are equal (no fit needed)"
 GLMM_SCRIPT = r"""
 suppressPackageStartupMessages(library(lme4))
@@ -113,12 +117,13 @@ def gee(d: pd.DataFrame) -> dict:
             "p": p}
 
 
-def firth(d: pd.DataFrame, ci: bool = True) -> dict:
-    """Firth's penalised logistic regression ``correct ~ u + m + u·m`` + thresholds as fixed strata: the u·m term
-    (without its profile CI when not ``ci``)."""
-    X, names = firth_design(d, {c: d[c].to_numpy() for c in ("u", "m", "um")})
-    res = term_test(X, d["correct"].to_numpy(), names, "um", ci=ci)
-    return {k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")} | {"ok": res["converged"]}
+def firth(d: pd.DataFrame) -> dict:
+    """Firth's penalised logistic regression ``correct ~ (u + m + u·m) × threshold`` (sum-to-zero): the mean over
+    thresholds of the u·m term, tested with t(K − 1) on its spread between thresholds (``firth.mean_over_strata``)."""
+    res = mean_over_strata({c: d[c].to_numpy() for c in ("u", "m", "um")}, threshold_units(d).to_numpy(),
+                           d["correct"].to_numpy(), "um")
+    return {k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")} | {
+        "ok": res["converged"], "df": res["df"], "firth_se": res["firth_se"]}
 
 
 def separated(d: pd.DataFrame) -> list[str]:
@@ -142,26 +147,30 @@ def glmm(units: pd.DataFrame) -> pd.DataFrame:
     return out["info"].merge(out.get("terms", pd.DataFrame(columns=["unit"])), on="unit", how="left")
 
 
-def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True) -> pd.DataFrame:
-    """One row per comparison × condition × test (``glmm_models``, ``gee_models``, ``firth_models`` where a cell is
-    separated, ``mcnemar_models``): ``first``, ``second``, the estimate (first's gap minus second's; McNemar: first's
-    accuracy minus second's), CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
-    from ...rbridge import r_available
+def mcnemar_row(g: pd.DataFrame, first: str, second: str) -> tuple[dict, bool]:
+    """The exact McNemar test of equal accuracy of ``first`` and ``second`` on the prompts of ``g`` both answered:
+    its row (the estimate the first's accuracy minus the second's), and whether they answered every prompt alike."""
+    wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
+    a, b = wide[first].astype(bool), wide[second].astype(bool)
+    table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
+    return {"test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
+            "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1], "only_second": table[1][0],
+            "note": MCNEMAR_NOTE}, bool((a == b).all())
 
-    use_r = use_r and r_available("lme4")
+
+def prepare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
+            ) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """The comparisons' Python tests (``gee_models``, ``firth_models`` where a cell is separated, ``mcnemar_models``)
+    and the GLMM's input, one frame per comparison × condition (``unit`` ``u0``, ``u1``, …), for ``glmm``."""
     rows, units = [], []
     for first, second, both in pairs(df, order):
         for condition, g in both.groupby("condition", sort=False):
             d = _frame(g, first)
             base = {"first": first, "second": second, "condition": condition, "n_prompts": d["prompt_id"].nunique()}
             sep = separated(d)
-            wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
-            a, b = wide[first].astype(bool), wide[second].astype(bool)
-            table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
-            rows.append({**base, "test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
-                         "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1],
-                         "only_second": table[1][0], "note": "exact McNemar test of correctness on the same prompts"})
-            if (a == b).all():  # the same answer to every prompt: the gaps are equal, whatever a fit would say
+            row, same = mcnemar_row(g, first, second)
+            rows.append({**base, **row})
+            if same:  # the same answer to every prompt: the gaps are equal, whatever a fit would say
                 rows += [{**base, "test": t, "estimate": 0.0, "p": 1.0, "valid": True, "note": IDENTICAL}
                          for t in (["glmm_models"] if use_r else []) + ["gee_models"]]
                 continue
@@ -178,27 +187,36 @@ def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
                     r = firth(d)
                     ok = r.pop("ok") and bool(np.all(np.isfinite([r["ci_low"], r["ci_high"], r["p"]])))
                     rows.append({**base, "test": "firth_models", **r, "valid": ok,
-                                 "note": "Firth's penalised logistic regression, thresholds fixed, penalised "
-                                         "likelihood-ratio test, profile CI" + ("" if ok else "; did not converge")})
+                                 "note": f"Firth's penalised logistic regression with a model × upward term per "
+                                         f"threshold; their mean (Firth SE {r.pop('firth_se'):.3g}) tested with "
+                                         f"t({r['df']}) on their spread between thresholds"
+                                         + ("" if ok else "; did not converge")})
                 except (ValueError, np.linalg.LinAlgError) as err:
                     rows.append({**base, "test": "firth_models", "valid": False, "note": f"Firth fit failed: {err}"})
             units.append(pd.DataFrame({"unit": f"u{len(units)}", "correct": d["correct"].astype(int), "u": d["u"],
-                                       "m": d["m"], "prompt": d["prompt_id"].astype(str)}).assign(**base))
-    out = pd.DataFrame(rows)
-    if use_r and units:
-        fits = glmm(pd.concat(units, ignore_index=True).drop(columns=list(base)))
-        for unit, u in zip(fits.get("unit", []), fits.itertuples(index=False)):
-            base = units[int(str(unit)[1:])].iloc[0][["first", "second", "condition", "n_prompts"]].to_dict()
-            est, se = getattr(u, "estimate", np.nan), getattr(u, "se", np.nan)
-            sep = separated(_frame(both_of(df, base, order), base["first"]))
-            bad = fit_problems(est, se, est - 1.96 * se, est + 1.96 * se) if np.isfinite(est) else ["no fit"]
-            note = "; ".join(filter(None, ["binomial GLMM, prompt random intercept, likelihood-ratio test",
-                                           "" if pd.isna(u.note) else str(u.note), ", and ".join(sep + bad)]))
-            out = pd.concat([out, pd.DataFrame([{**base, "test": "glmm_models", "estimate": est, "se": se,
-                                                 "ci_low": est - 1.96 * se, "ci_high": est + 1.96 * se,
-                                                 "statistic": getattr(u, "chisq", np.nan), "p": getattr(u, "p", np.nan),
-                                                 "valid": bool(u.valid) and not (sep or bad), "note": note}])],
-                            ignore_index=True)
+                                       "m": d["m"], "prompt": d["prompt_id"].astype(str)}).assign(**base, sep="; "
+                                                                                                   .join(sep)))
+    return pd.DataFrame(rows), units
+
+
+def finish(rows: pd.DataFrame, units: list[pd.DataFrame], fits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``prepare``'s rows with the GLMM's (``fits``: ``glmm``'s table for ``units``; none without R) and ``p_holm``
+    (over the comparisons of one condition and test)."""
+    out, new = rows, []
+    for unit, u in zip(fits.get("unit", []) if fits is not None else [], (fits if fits is not None else
+                                                                          pd.DataFrame()).itertuples(index=False)):
+        first = units[int(str(unit)[1:])].iloc[0]
+        base = first[["first", "second", "condition", "n_prompts"]].to_dict()
+        sep = [s for s in str(first["sep"]).split("; ") if s]
+        est, se = getattr(u, "estimate", np.nan), getattr(u, "se", np.nan)
+        bad = fit_problems(est, se, est - 1.96 * se, est + 1.96 * se) if np.isfinite(est) else ["no fit"]
+        note = "; ".join(filter(None, ["binomial GLMM, prompt random intercept, likelihood-ratio test",
+                                       "" if pd.isna(u.note) else str(u.note), ", and ".join(sep + bad)]))
+        new.append({**base, "test": "glmm_models", "estimate": est, "se": se, "ci_low": est - 1.96 * se,
+                    "ci_high": est + 1.96 * se, "statistic": getattr(u, "chisq", np.nan), "p": getattr(u, "p", np.nan),
+                    "valid": bool(u.valid) and not (sep or bad), "note": note})
+    if new:
+        out = pd.concat([out, pd.DataFrame(new)], ignore_index=True)
     for col in ("estimate", "se", "ci_low", "ci_high", "statistic", "p"):
         if len(out) and col not in out:
             out[col] = np.nan
@@ -207,10 +225,20 @@ def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
     return out
 
 
-def both_of(df: pd.DataFrame, base: dict, order) -> pd.DataFrame:
-    """The rows of one comparison and condition (as ``pairs`` selects them)."""
-    d = next(b for f, s, b in pairs(df, order) if (f, s) == (base["first"], base["second"]))
-    return d[d["condition"] == base["condition"]]
+def glmm_input(units: list[pd.DataFrame]) -> pd.DataFrame:
+    """``prepare``'s units as the one table ``glmm`` fits (their bookkeeping columns dropped)."""
+    return pd.concat(units, ignore_index=True)[["unit", "correct", "u", "m", "prompt"]]
+
+
+def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True) -> pd.DataFrame:
+    """One row per comparison × condition × test (``glmm_models``, ``gee_models``, ``firth_models`` where a cell is
+    separated, ``mcnemar_models``): ``first``, ``second``, the estimate (first's gap minus second's; McNemar: first's
+    accuracy minus second's), CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
+    from ...rbridge import r_available
+
+    use_r = use_r and r_available("lme4")
+    rows, units = prepare(df, order, use_r)
+    return finish(rows, units, glmm(glmm_input(units)) if use_r and units else None)
 
 
 def _holm_note(note: str) -> str:
@@ -221,7 +249,8 @@ def _holm_note(note: str) -> str:
 
 def records(t: pd.DataFrame) -> list[dict]:
     """The comparisons as ``summary.json`` records, ``models`` [first, second]; the headline is the GLMM (the GEE
-    without R), each invalid one handing over to the next valid test of ``ORDER``. With more than one comparison the
+    without R), each invalid one handing over to the next valid test of ``ORDER``. McNemar's record (``term``
+    ``accuracy:model``) tests equal accuracy of the two models, not their gaps. With more than one comparison the
     record's ``p`` is the Holm-adjusted one (``p_unadjusted`` keeps the raw)."""
     out = []
     several = t[["first", "second"]].drop_duplicates().shape[0] > 1 if len(t) else False
@@ -229,9 +258,10 @@ def records(t: pd.DataFrame) -> list[dict]:
     for r in t.itertuples(index=False):
         mc = r.test == "mcnemar_models"
         p = r.p_holm if several else r.p
-        out.append(record(r.test, "upward:model", r.estimate, None if mc else r.se, None if mc else r.ci_low,
-                          None if mc else r.ci_high, p, valid=bool(r.valid), condition=r.condition,
-                          models=[r.first, r.second], note=_holm_note(r.note) if several else r.note,
+        out.append(record(r.test, "accuracy:model" if mc else "upward:model", r.estimate, None if mc else r.se,
+                          None if mc else r.ci_low, None if mc else r.ci_high, p, valid=bool(r.valid),
+                          condition=r.condition, models=[r.first, r.second],
+                          note=_holm_note(r.note) if several else r.note,
                           headline=r.test == ("glmm_models" if has_glmm else "gee_models"), p_unadjusted=r.p,
                           n_prompts=int(r.n_prompts),
                           hypothesis=accuracy_claim(r.first, r.second) if mc else hypothesis(r.first, r.second,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...firth import term_test
+from ...firth import mean_over_strata as firth_mean_gap
 from ...stats import fit_problems
 from .quantifier_stats import threshold_units
 
@@ -174,43 +174,36 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
                          "degenerate": degenerate})
     return pd.DataFrame(rows)
 
-def firth_design(g: pd.DataFrame, extra: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, list[str]]:
-    """The design matrix of a Firth fit in one condition: intercept, ``extra`` columns, thresholds as fixed strata
-    (one indicator per threshold but the first)."""
-    cluster = threshold_units(g).to_numpy()
-    levels = list(dict.fromkeys(cluster))
-    cols = {"(Intercept)": np.ones(len(g)), **(extra or {})}
-    cols.update({f"threshold[{t}]": (cluster == t).astype(float) for t in levels[1:]})
-    return np.column_stack(list(cols.values())), list(cols)
-
 
 def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and condition whose upward or downward concepts are answered all right or all wrong (the cells where
-    the GLMM and the GEE have no finite estimate): Firth's penalised logistic regression ``correct ~ u`` with the
-    thresholds as fixed strata, its penalised likelihood-ratio test and profile CI of the gap (``nbutils.firth``).
-
-    A fixed-threshold test, like the Mantel–Haenszel odds ratio: about these thresholds; the prompts of one condition
-    are independent given their threshold and direction. Empty where no cell is separated."""
+    the GLMM and the GEE have no finite estimate): Firth's penalised logistic regression with a gap per threshold
+    (``correct ~ u × threshold``, sum-to-zero coding), and the mean of those gaps tested against their spread between
+    thresholds with t(K − 1), its SE floored at the Firth SE (``nbutils.firth.mean_over_strata``): thresholds as a
+    sample, like the GLMM and the GEE. Thresholds that hold one direction only are left out. Empty where no cell is
+    separated."""
     rows = []
     for (model, condition), g in df.groupby(["model", "condition"], sort=False):
         d, _, _ = _design(g.assign(condition="concept_learning"))
         if d["u"].nunique() < 2 or not separated_cells(d):
             continue
-        X, names = firth_design(g, {"u": d["u"].to_numpy()})
-        base = {"model": model, "test": "firth_plr", "term": "upward", "condition": condition, "n": len(g),
-                "n_thresholds": threshold_units(g).nunique(), "random_effects": "",
-                "formula": "correct ~ u + threshold (fixed strata), Firth penalty", "meaning": TERM_NOTES["u"],
-                "df": 1, "degenerate": ""}
+        both = d.groupby("cluster")["u"].transform("nunique") == 2
+        d = d[both]
+        n_thr = d["cluster"].nunique()
+        base = {"model": model, "test": "firth_plr", "term": "upward", "condition": condition, "n": len(d),
+                "n_thresholds": n_thr, "random_effects": "", "meaning": TERM_NOTES["u"], "degenerate": "",
+                "formula": "correct ~ u × threshold (sum-to-zero), Firth penalty; mean gap, t(K−1) on its spread"}
         try:
-            res = term_test(X, d["correct"].to_numpy(), names, "u")
+            res = firth_mean_gap({"u": d["u"].to_numpy()}, d["cluster"].to_numpy(), d["correct"].to_numpy(), "u")
         except (ValueError, np.linalg.LinAlgError) as err:
             rows.append({**base, "valid": False, "note": f"Firth fit failed: {err}"})
             continue
         ok = res["converged"] and all(np.isfinite([res["ci_low"], res["ci_high"], res["p"]]))
-        rows.append({**base, **{k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")},
-                     "valid": ok, "note": "fixed-threshold test (these thresholds only): Firth's penalised logistic "
-                     "regression, penalised likelihood-ratio test, profile CI" + ("" if ok else
-                     "; the penalised fit did not converge or its profile CI is open")})
+        left = f"; {int((~both).sum())} prompts of thresholds with one direction only left out" if (~both).any() else ""
+        rows.append({**base, **{k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "df", "p")},
+                     "valid": ok, "note": f"Firth's penalised logistic regression with a gap per threshold; their mean "
+                     f"(Firth SE {res['firth_se']:.3g}) tested with t({n_thr - 1}) on their spread between thresholds"
+                     + left + ("" if ok else "; the penalised fit did not converge")})
     return pd.DataFrame(rows)
 
 
