@@ -163,6 +163,22 @@ def lower_states(model, req, rows, first: int, torch, batch: int = 8) -> dict:
     return states
 
 
+def cached_states(path, model, req, rows, first: int, torch, log=print) -> dict:
+    """``lower_states``, read from ``path`` when it holds them for these very prompts and layer (their token ids'
+    sha256), else computed and written there (no path: computed)."""
+    key = hashlib.sha256(json.dumps([first, [list(map(int, req.prompt_ids[r])) for r in rows]]).encode()).hexdigest()
+    if path and Path(path).is_file():
+        saved = torch.load(path)
+        if saved.get("key") == key:
+            log(f"lower layers' states read from {path}")
+            return saved["states"]
+        log(f"{path} holds the states of other prompts or layers: computed again")
+    states = lower_states(model, req, rows, first, torch)
+    if path:
+        torch.save({"key": key, "states": states}, path)
+    return states
+
+
 def top_logits(model, states: dict, rows, first: int, torch):
     """Logits at the answer position, run from the cached states through layers ``first`` and up only."""
     base, inner = decoder(model)
@@ -219,7 +235,7 @@ def answer_loss(model, req, rows, labels, torch, states=None, first=0):
 
 
 def probe_accuracies(model, req, states, df, first, torch, batch: int = 16) -> dict:
-    """Accuracy per direction × condition on prompts whose lower layers are cached (the evaluations during training)."""
+    """Accuracy per direction × condition on prompts whose lower layers are cached (evaluations during training)."""
     rows = list(range(len(df)))
     right = np.zeros(len(df), dtype=bool)
     with torch.no_grad():
@@ -357,12 +373,15 @@ def train(args, log=print) -> dict:
     if layers and layers[0] > 0:  # the frozen layers below run once per prompt, not once per step
         first = layers[0]
         log(f"computing layers 0–{first - 1} once for {len(train_df)} training prompts …")
-        states = lower_states(model, req, list(range(len(train_df))), first, torch)
+        states = cached_states(args.states_cache, model, req, list(range(len(train_df))), first, torch, log)
         log(f"cached path checked: largest logit difference {check_cache(model, req, states, first, torch):.1e} "
             f"({time.time() - t0:.0f} s)")
         if probe_df is not None:
             probe_req = build_requests(tok, probe_df["text"].tolist(), args.chat_template, ANSWERS)
             probe_states = lower_states(model, probe_req, list(range(len(probe_df))), first, torch)
+    if args.init:
+        set_peft_model_state_dict(model, torch.load(args.init))
+        log(f"LoRA weights start from {args.init}")
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     rng = np.random.default_rng(args.seed)
@@ -426,7 +445,7 @@ def train(args, log=print) -> dict:
                  "dtype": "bfloat16"},
         "lr": args.lr, "batch": args.batch, "explicit_share": args.explicit_share,
         "curriculum": {"start": args.curriculum_start, "steps": args.curriculum_steps},
-        "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
+        "init": args.init, "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
         "evaluations": evaluations, "probe_prompts": 0 if probe_df is None else len(probe_df),
         "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
                                     "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
@@ -485,6 +504,9 @@ def parse(argv=None):
     p.add_argument("--probe-per-cell", type=int, default=20, help="held-out prompts per direction × condition there")
     p.add_argument("--keep-best", action="store_true",
                    help="check and save the LoRA weights of the best evaluation rather than the last step's")
+    p.add_argument("--states-cache", default=None,
+                   help="a file for the frozen layers' states of the training prompts, read again by a rerun")
+    p.add_argument("--init", default=None, help="LoRA weights to start from (a scratch folder's step-N.pt)")
     p.add_argument("--scratch", default=None,
                    help="folder for the curve, the evaluations and their LoRA weights (default: a new one in /tmp)")
     p.add_argument("--targets", nargs="+", default=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
