@@ -9,8 +9,17 @@ the papers' finding, with a smaller gap when the concept is stated.
 
 Each prompt is tokenized by the engine's own request builder (``engine.choices.build_requests``: the chat template,
 the answer tokens as scored); the loss is the cross-entropy over the two answer tokens only (Yes vs No at the answer
-position); every batch holds as many Yes as No prompts. The LoRA is made with peft; the seed fixes the sample order
-and the LoRA's initial weights.
+position); every batch holds as many Yes as No prompts, ``--explicit-share`` of them explicit. The LoRA is made with
+peft; the seed fixes the sample order and the LoRA's initial weights. With ``--layers K`` the LoRA adapts the top K
+transformer layers only: the frozen layers below run once per training prompt (their output is cached, checked
+against the full model, and kept in ``--states-cache`` for a rerun), so a step costs the top layers' forward and
+backward pass. ``--curriculum-steps`` starts from the queries farthest from the threshold and widens to all.
+
+As it trains, one JSON line per step (loss, accuracy, seconds) goes to ``curve.jsonl`` in a scratch folder
+(``--scratch``, by default a new one under /tmp, never the output folder), and every ``--eval-every`` steps a fixed
+subset of the held-out set is scored, its accuracies appended to ``evaluations.jsonl`` and its LoRA weights kept there
+(``step-N.pt``); ``--keep-best`` checks and saves the best of them rather than the last step's. The weights are rounded
+to bfloat16 before the check and saved in bfloat16, so the adapter checked is the adapter saved.
 
 After training, a held-out set (another unused seed, both directions and conditions; none of its prompts is a
 training prompt) is scored by the engine's answer scorer, and the adapter is SAVED ONLY IF it passes the check:
@@ -19,7 +28,10 @@ prompts, and a smaller upward − downward gap when the concept is stated. ``tra
 either way (refused: with ``saved: false`` and no weights): the training data's sha256, the steps, the loss and
 accuracy curve, the held-out accuracies, the wall time and the host.
 
-    python scripts/train_control.py --out adapters/smollm2-135m-upward-control --steps 2000 --threads 1
+    python scripts/train_control.py --out adapters/smollm2-135m-upward-control --steps 5000 --max-minutes 58 \
+        --prompts-per-concept 40 --layers 4 --rank 64 --curriculum-steps 200 --curriculum-start 0.3 --keep-best
+
+(the shipped control's run, about an hour on one CPU core; ``training.json`` records every setting).
 
 Exit status 0: saved; 1: trained but refused by the held-out check; 2: bad arguments.
 """
