@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
 from nbutils import paths
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.studies import get
-from nbutils.studies.monotonicity import analysis, dataset
+from nbutils.studies.monotonicity import dataset, stats
 from nbutils.studies.monotonicity.scores import load_scores
 
 ROOT = paths.repo_root()
@@ -43,9 +42,9 @@ def test_the_headline_finds_the_planted_bias(tmp_path):
     setting = yaml.safe_load(MODEL_FILE.read_text())
     lm = load_model(setting["model"], device="cpu", dtype="float32", adapter=str(ADAPTER))
     scoring.score_run(run, lm, get("monotonicity").spec, progress=False)
-    a = analysis.compute(load_scores(run), n_boot=200)
-    mixed = a.tables["mixed_model"]
+    scores = load_scores(run)
+    mixed = stats.mixed_model(scores)  # the analysis's headline test (the GLMM with R, the GEE without)
     head = mixed[mixed["headline"] & (mixed["term"] == "upward")].iloc[0]
     assert head["valid"] and head["odds_ratio"] > 1 and head["p"] < 0.05, head.to_dict()
-    gap = a.tables["gap_pooled"].iloc[0]
-    assert gap["acc_up"] > gap["acc_down"], gap.to_dict()
+    accuracy = scores.groupby("monotonicity")["correct"].mean()
+    assert accuracy["upward"] > accuracy["downward"], accuracy.to_dict()
