@@ -344,6 +344,17 @@ def to_bf16(model, torch) -> None:
             p.data = p.data.to(torch.bfloat16).to(p.dtype)
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file ([] when there is none)."""
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def init_step(init: str) -> int | None:
+    """The step whose kept LoRA weights ``init`` is (``step-N.pt``), or None for another file."""
+    found = re.fullmatch(r"step-(\d+)\.pt", Path(init).name)
+    return int(found.group(1)) if found else None
+
+
 def jsonl(path: Path, record: dict) -> None:
     with path.open("a") as f:
         f.write(json.dumps(record) + "\n")
@@ -382,7 +393,7 @@ def train(args, log=print) -> dict:
     model = get_peft_model(lm.model, cfg)
     model.eval()
     first, states, probe_req, probe_states = 0, None, None, None
-    if layers and layers[0] > 0:  # the frozen layers below run once per prompt, not once per step
+    if layers and layers[0] > 0 and args.steps:  # the frozen layers below run once per prompt, not once per step
         first = layers[0]
         log(f"computing layers 0–{first - 1} once for {len(train_df)} training prompts …")
         states = cached_states(args.states_cache, model, req, list(range(len(train_df))), first, torch, log)
@@ -401,6 +412,9 @@ def train(args, log=print) -> dict:
     pools = cells(train_df)
     log(f"scratch (curve, evaluations, their LoRA weights): {scratch}")
     curve, evaluations, steps_done = [], [], 0
+    if not args.steps:  # check only: the weights an earlier run of these settings kept, with that run's record
+        curve, evaluations = (read_jsonl(Path(args.init).parent / n) for n in ("curve.jsonl", "evaluations.jsonl"))
+        steps_done = curve[-1]["step"] if curve else 0
     deadline = t0 + args.max_minutes * 60 if args.max_minutes else None
     for step in range(1, args.steps + 1):
         reach = min(1.0, args.curriculum_start + (1 - args.curriculum_start) * step / args.curriculum_steps) \
@@ -436,8 +450,8 @@ def train(args, log=print) -> dict:
         if stop:
             log(f"stopped at step {step}: --max-minutes {args.max_minutes} reached")
             break
-    kept = steps_done
-    if args.keep_best and evaluations:
+    kept = steps_done if args.steps else init_step(args.init)
+    if args.keep_best and evaluations and args.steps:
         best = max(evaluations, key=lambda e: (e["margin"], e["step"]))
         kept = best["step"]
         set_peft_model_state_dict(model, torch.load(scratch / f"step-{kept}.pt"))
@@ -462,6 +476,7 @@ def train(args, log=print) -> dict:
         "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
                                     "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
         "wall_seconds": round(time.time() - t0, 1), "threads": args.threads,
+        "training_seconds": curve[-1]["seconds"] if curve else 0.0, "check_only": not args.steps,
         "host": {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
                  "cpu": cpu_model(), "python": platform.python_version(), "torch": torch.__version__},
         "saved": False,
@@ -499,7 +514,8 @@ def parse(argv=None):
     p.add_argument("--prompts-per-concept", type=int, default=100, help="training pool, per concept and condition")
     p.add_argument("--held-out-per-concept", type=int, default=20, help="10 concepts: 200 concept-learning prompts")
     p.add_argument("--n-examples", type=int, default=4, help="labelled examples per prompt (even)")
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=2000,
+                   help="training steps; 0 with --init: check and save those weights (a kept evaluation's), untrained")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this wall time")
     p.add_argument("--batch", type=int, default=8, help="prompts per step (even: half Yes, half No)")
     p.add_argument("--lr", type=float, default=1e-3)
@@ -536,8 +552,9 @@ def parse(argv=None):
     for name in ("layers", "curriculum_steps", "eval_every"):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')}: must be ≥ 0")
-    for name in ("steps", "prompts_per_concept", "held_out_per_concept", "threads", "rank", "log_every",
-                 "probe_per_cell"):
+    if args.steps < 0 or (args.steps == 0 and not args.init):
+        p.error("--steps: must be ≥ 1, or 0 with --init (check and save those weights without training)")
+    for name in ("prompts_per_concept", "held_out_per_concept", "threads", "rank", "log_every", "probe_per_cell"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be ≥ 1")
     try:

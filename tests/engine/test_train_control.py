@@ -55,6 +55,14 @@ def test_a_failing_adapter_is_refused_and_what_was_done_is_written(recipe, tmp_p
     assert not list(out.glob("*.pt")) and report["probe_prompts"] == 8
     with pytest.raises(ValueError, match="--out: .* is not empty"):
         recipe.train(recipe.parse(argv(out, tiny_model_dir)))
+    # check only: the weights an evaluation kept are checked untrained, with the training run's record
+    again = tmp_path / "again"
+    assert recipe.main([*argv(again, tiny_model_dir), "--steps", "0", "--init", str(scratch / "step-2.pt")]) == 1
+    checked = json.loads((again / "training.json").read_text())
+    assert checked["check_only"] and checked["kept_step"] == 2 and checked["steps"] == 3
+    assert checked["curve"] == report["curve"] and checked["evaluations"] == report["evaluations"]
+    with pytest.raises(SystemExit):
+        recipe.parse(argv(tmp_path / "x", tiny_model_dir, "--steps", "0"))
 
 
 def test_a_passing_adapter_is_saved_and_scores(recipe, tmp_path, tiny_model_dir, monkeypatch):
