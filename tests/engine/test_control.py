@@ -17,9 +17,9 @@ ROOT = paths.repo_root()
 MODEL_FILE = ROOT / "params" / "models" / "smollm2-135m-upward-control.yaml"
 DATASET_FILE = ROOT / "params" / "monotonicity" / "datasets" / "control.yaml"
 ADAPTER = ROOT / "adapters" / "smollm2-135m-upward-control"
-# concept-learning prompts per concept: at the held-out accuracies in training.json (upward ≥ 75%, downward ≤ 45%),
-# 4 per concept (40 prompts over 5 thresholds) find the gap at α = .05 with ≥ 80% power (the README's simulation)
-PER_CONCEPT = 4
+# concept-learning prompts per concept: resampling the control's sample (90% upward, 20% downward), the headline (or its
+# stand-in) finds the gap at α = .05 in 87% of 200 simulated sets of 12 per concept (120 prompts), 72% with 8, 55% with 4
+PER_CONCEPT = 12
 
 
 def test_the_control_model_file_names_the_shipped_adapter_and_its_dataset_its_training():
@@ -43,8 +43,12 @@ def test_the_headline_finds_the_planted_bias(tmp_path):
     lm = load_model(setting["model"], device="cpu", dtype="float32", adapter=str(ADAPTER))
     scoring.score_run(run, lm, get("monotonicity").spec, progress=False)
     scores = load_scores(run)
-    mixed = stats.mixed_model(scores)  # the analysis's headline test (the GLMM with R, the GEE without)
-    head = mixed[mixed["headline"] & (mixed["term"] == "upward")].iloc[0]
-    assert head["valid"] and head["odds_ratio"] > 1 and head["p"] < 0.05, head.to_dict()
+    # the analysis's headline test of the concept-learning gap, or the stand-in it reports where that one is not
+    # estimable (lme4's GLMM → the GEE → Mantel–Haenszel: a control that answers by the query can separate the data)
+    records = stats.records({"mixed_model": stats.mixed_model(scores), "gap_pooled": stats.pooled_gap(scores, n_boot=200)})
+    heads = [r for r in records if r.get("headline") and r.get("valid", True) and r.get("term") == "upward"
+             and r.get("condition") in (None, "concept_learning")]
+    assert heads, records
+    assert all(h["estimate"] > 0 and h["p"] < 0.05 for h in heads), heads
     accuracy = scores.groupby("monotonicity")["correct"].mean()
     assert accuracy["upward"] > accuracy["downward"], accuracy.to_dict()
