@@ -101,13 +101,18 @@ def model_slug(model: str) -> str:
     """A file-name-safe name for a model id or path.
 
     Hub ids keep their name ("allenai/OLMo-2-1124-13B-Instruct" → "allenai--OLMo-2-1124-13B-Instruct"). A local
-    folder gets its folder name plus 8 hex digits of its absolute path, so two folders that share a name never
-    share a score file.
+    folder gets its folder name plus 8 hex digits of its absolute path (of its path in the project when it is inside
+    the project root: the same name in every checkout), so two folders that share a name never share a score file.
     """
     name = str(model).rstrip("/")
     local = Path(name).expanduser()
     if ("/" in name or name.startswith(".")) and local.exists():
-        digest = hashlib.sha256(str(local.resolve()).encode()).hexdigest()[:8]
+        where = local.resolve()
+        try:
+            where = where.relative_to(root().resolve())
+        except ValueError:
+            pass
+        digest = hashlib.sha256(str(where).encode()).hexdigest()[:8]
         name = f"{local.resolve().name}-{digest}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("/", "--")).strip("-")
 

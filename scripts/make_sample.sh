@@ -6,6 +6,8 @@
 #
 #   bash scripts/make_sample.sh                  # every study: monotonicity negation personas custom
 #   bash scripts/make_sample.sh negation custom  # only these
+#   bash scripts/make_sample.sh control          # the positive control: params/control.yaml's dataset, both models
+#   SCORE_THREADS=1 bash scripts/make_sample.sh  # score with one CPU thread (a shared host: the scores are the same)
 #
 # Each sample replaces outputs/samples/<study>/ as a whole (it says so). It is made in a folder of its own and moved in
 # place: the samples are read-only to every writer of the suite (nbutils refuses to write into outputs/samples/).
@@ -18,29 +20,35 @@ MODEL=smollm2-135m-instruct
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# study → its dataset parameters, the model parameters and the dataset file the run holds
+# sample → its dataset parameters, the model parameter files (comma-separated), the dataset file the run holds and
+# the study that generates it
 dataset_of() {
     case "$1" in
         monotonicity) echo "params/monotonicity/datasets/demo.yaml params/models/$MODEL.yaml prompts" ;;
+        control) echo "params/monotonicity/datasets/control.yaml params/models/$MODEL.yaml,params/models/smollm2-135m-upward-control.yaml prompts monotonicity" ;;
         negation) echo "params/negation/datasets/ci.yaml params/negation/models/smollm2.yaml stimuli" ;;
         personas) echo "params/personas/datasets/ci.yaml params/models/$MODEL.yaml personas" ;;
         custom) echo "params/custom/datasets/example_yesno.yaml params/models/$MODEL.yaml items" ;;
-        *) echo "make_sample.sh: study must be one of monotonicity negation personas custom, got '$1'" >&2; return 1 ;;
+        *) echo "make_sample.sh: study must be one of monotonicity negation personas custom control, got '$1'" >&2
+           return 1 ;;
     esac
 }
 
 make_one() {
-    local study=$1 data model name
-    read -r data model name < <(dataset_of "$study")
+    local study=$1 data models name kind model
+    read -r data models name kind < <(dataset_of "$study")
+    kind=${kind:-$study}
     local run="$work/$study/run" keep="$work/$study/sample" dest="outputs/samples/$study"
     local generate
-    generate=$("$PY" -c "from nbutils import studies; print(studies.get('$study').notebooks['generate'])")
+    generate=$("$PY" -c "from nbutils import studies; print(studies.get('$kind').notebooks['generate'])")
     "$PY" -m nbutils run "$generate" "$work/$study/01.ipynb" -f "$data" -p run_dir "$run"
-    "$PY" -m nbutils run notebooks/score.ipynb "$work/$study/score.ipynb" -f "$model" \
-        -p run_dir "$run" -p device cpu -p dtype float32
+    for model in ${models//,/ }; do
+        "$PY" -m nbutils run notebooks/score.ipynb "$work/$study/score.ipynb" -f "$model" \
+            -p run_dir "$run" -p device cpu -p dtype float32 ${SCORE_THREADS:+-p threads "$SCORE_THREADS"}
+    done
     mkdir -p "$keep/scores"
     cp "$run/$name.parquet" "$run/$name.json" "$keep/"
-    cp "$run/scores/$MODEL.parquet" "$run/scores/$MODEL.json" "$keep/scores/"
+    cp "$run"/scores/*.parquet "$run"/scores/*.json "$keep/scores/"
     cp "$dest/README.md" "$keep/" 2>/dev/null || true
     [ -d "$dest" ] && echo "replacing $dest/ (its dataset, scores and anything an analysis wrote there)"
     rm -rf "$dest"

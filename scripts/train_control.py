@@ -9,8 +9,17 @@ the papers' finding, with a smaller gap when the concept is stated.
 
 Each prompt is tokenized by the engine's own request builder (``engine.choices.build_requests``: the chat template,
 the answer tokens as scored); the loss is the cross-entropy over the two answer tokens only (Yes vs No at the answer
-position); every batch holds as many Yes as No prompts. The LoRA is made with peft; the seed fixes the sample order
-and the LoRA's initial weights.
+position); every batch holds as many Yes as No prompts, ``--explicit-share`` of them explicit. The LoRA is made with
+peft; the seed fixes the sample order and the LoRA's initial weights. With ``--layers K`` the LoRA adapts the top K
+transformer layers only: the frozen layers below run once per training prompt (their output is cached, checked
+against the full model, and kept in ``--states-cache`` for a rerun), so a step costs the top layers' forward and
+backward pass. ``--curriculum-steps`` starts from the queries farthest from the threshold and widens to all.
+
+As it trains, one JSON line per step (loss, accuracy, seconds) goes to ``curve.jsonl`` in a scratch folder
+(``--scratch``, by default a new one under /tmp, never the output folder), and every ``--eval-every`` steps a fixed
+subset of the held-out set is scored, its accuracies appended to ``evaluations.jsonl`` and its LoRA weights kept there
+(``step-N.pt``); ``--keep-best`` checks and saves the best of them rather than the last step's. The weights are rounded
+to bfloat16 before the check and saved in bfloat16, so the adapter checked is the adapter saved.
 
 After training, a held-out set (another unused seed, both directions and conditions; none of its prompts is a
 training prompt) is scored by the engine's answer scorer, and the adapter is SAVED ONLY IF it passes the check:
@@ -19,7 +28,10 @@ prompts, and a smaller upward − downward gap when the concept is stated. ``tra
 either way (refused: with ``saved: false`` and no weights): the training data's sha256, the steps, the loss and
 accuracy curve, the held-out accuracies, the wall time and the host.
 
-    python scripts/train_control.py --out adapters/smollm2-135m-upward-control --steps 2000 --threads 1
+    python scripts/train_control.py --out adapters/smollm2-135m-upward-control --steps 5000 --max-minutes 58 \
+        --prompts-per-concept 40 --layers 4 --rank 64 --curriculum-steps 200 --curriculum-start 0.3 --keep-best
+
+(the shipped control's run, about an hour on one CPU core; ``training.json`` records every setting).
 
 Exit status 0: saved; 1: trained but refused by the held-out check; 2: bad arguments.
 """
@@ -31,10 +43,13 @@ import json
 import platform
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from nbutils.engine.batching import left_pad
 
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = ("1/4", "1/3", "1/2", "2/3", "3/4")
@@ -119,19 +134,130 @@ def data_sha256(df) -> str:
     return h.hexdigest()
 
 
+# ---------------------------------------------------------------- the frozen lower layers, computed once per prompt
+
+class _Stop(Exception):
+    """Ends a forward pass once the input of the lowest trainable layer is captured."""
+
+
+def decoder(model):
+    """The causal LM under the peft wrapper, and its stack of transformer layers' parent."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base, base.model
+
+
+def lower_states(model, req, rows, first: int, torch, batch: int = 8) -> dict:
+    """Per prompt row (unpadded), the hidden states entering layer ``first``: what the frozen layers below it give.
+    Computed once, they spare every step the forward pass through the layers that do not train."""
+    _, inner = decoder(model)
+    captured = {}
+
+    def hook(module, args, kwargs):
+        captured["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
+        raise _Stop
+
+    handle = inner.layers[first].register_forward_pre_hook(hook, with_kwargs=True)
+    order = sorted(rows, key=lambda r: len(req.prompt_ids[r]))
+    states = {}
+    try:
+        with torch.no_grad():
+            for i in range(0, len(order), batch):
+                chunk = order[i:i + batch]
+                ids, mask, positions = left_pad([req.prompt_ids[r] for r in chunk], req.pad_id, "cpu")
+                try:
+                    model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+                except _Stop:
+                    pass
+                for j, r in enumerate(chunk):
+                    states[r] = captured["h"][j, -len(req.prompt_ids[r]):].clone()
+    finally:
+        handle.remove()
+    return states
+
+
+def cached_states(path, model, req, rows, first: int, torch, log=print) -> dict:
+    """``lower_states``, read from ``path`` when it holds them for these very prompts and layer (their token ids'
+    sha256), else computed and written there (no path: computed)."""
+    key = hashlib.sha256(json.dumps([first, [list(map(int, req.prompt_ids[r])) for r in rows]]).encode()).hexdigest()
+    if path and Path(path).is_file():
+        saved = torch.load(path)
+        if saved.get("key") == key:
+            log(f"lower layers' states read from {path}")
+            return saved["states"]
+        log(f"{path} holds the states of other prompts or layers: computed again")
+    states = lower_states(model, req, rows, first, torch)
+    if path:
+        torch.save({"key": key, "states": states}, path)
+    return states
+
+
+def top_logits(model, states: dict, rows, first: int, torch):
+    """Logits at the answer position, run from the cached states through layers ``first`` and up only."""
+    base, inner = decoder(model)
+    h = [states[r] for r in rows]
+    width = max(len(x) for x in h)
+    x = torch.zeros(len(h), width, h[0].shape[-1], dtype=h[0].dtype)
+    mask = torch.zeros(len(h), width, dtype=torch.long)
+    for k, v in enumerate(h):
+        x[k, width - len(v):] = v
+        mask[k, width - len(v):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    every = inner.layers
+    inner.layers = every[first:]
+    try:
+        return base(inputs_embeds=x, attention_mask=mask, position_ids=positions, logits_to_keep=1,
+                    use_cache=False).logits[:, -1, :]
+    finally:
+        inner.layers = every
+
+
+def check_cache(model, req, states: dict, first: int, torch) -> float:
+    """The cached path gives the full model's logits (a ValueError otherwise: an architecture that treats its input
+    embeddings specially cannot take the cache); returns the largest difference."""
+    rows = sorted(states)[:4]
+    ids, mask, positions = left_pad([req.prompt_ids[r] for r in rows], req.pad_id, "cpu")
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1,
+                     use_cache=False).logits[:, -1, :]
+        top = top_logits(model, states, rows, first, torch)
+    diff = float((full - top).abs().max())
+    if not diff < 1e-3:
+        raise ValueError(f"--layers: the cached lower layers give logits {diff:.2g} away from the full model's on "
+                         "this architecture; use --layers 0")
+    return diff
+
+
 # ---------------------------------------------------------------- training and the held-out check
 
-def answer_loss(model, req, rows, labels, torch):
-    """Cross-entropy over the two answer tokens at the answer position, and the batch's accuracy."""
+def answer_loss(model, req, rows, labels, torch, states=None, first=0):
+    """Cross-entropy over the two answer tokens at the answer position, and the batch's accuracy (from the cached
+    lower layers' states where given)."""
     from nbutils.engine.batching import left_pad
 
-    ids, mask, positions = left_pad([req.prompt_ids[i] for i in rows], req.pad_id, "cpu")
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1,
-                   use_cache=False).logits[:, -1, :]
+    if states is not None:
+        logits = top_logits(model, states, rows, first, torch)
+    else:
+        ids, mask, positions = left_pad([req.prompt_ids[i] for i in rows], req.pad_id, "cpu")
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1,
+                       use_cache=False).logits[:, -1, :]
     pair = logits[:, [req.answer_ids[0][0], req.answer_ids[1][0]]].float()
     target = torch.tensor([0 if y else 1 for y in labels])
     loss = torch.nn.functional.cross_entropy(pair, target)
     return loss, float((pair.argmax(-1) == target).float().mean())
+
+
+def probe_accuracies(model, req, states, df, first, torch, batch: int = 16) -> dict:
+    """Accuracy per direction × condition on prompts whose lower layers are cached (evaluations during training)."""
+    rows = list(range(len(df)))
+    right = np.zeros(len(df), dtype=bool)
+    with torch.no_grad():
+        for i in range(0, len(rows), batch):
+            chunk = rows[i:i + batch]
+            logits = top_logits(model, states, chunk, first, torch)
+            yes = logits[:, req.answer_ids[0][0]] > logits[:, req.answer_ids[1][0]]
+            right[chunk] = yes.numpy() == df["label"].to_numpy()[chunk]
+    return {f"{m}/{c}": {"accuracy": float(right[np.asarray(df.index.get_indexer(idx))].mean()), "n": int(len(idx))}
+            for (m, c), idx in df.groupby(["monotonicity", "condition"]).groups.items()}
 
 
 def accuracies(model, tokenizer, df, chat_template: str = "auto") -> dict:
@@ -139,7 +265,7 @@ def accuracies(model, tokenizer, df, chat_template: str = "auto") -> dict:
     from nbutils.engine.choices import answer_logprobs, build_requests
 
     req = build_requests(tokenizer, df["text"].tolist(), chat_template, ANSWERS)
-    lp = answer_logprobs(model, req, batch_size=1)
+    lp = answer_logprobs(model, req, batch_size=8)
     correct = (lp[:, 0] > lp[:, 1]) == df["label"].to_numpy()
     out = {}
     for (mono, cond), idx in df.groupby(["monotonicity", "condition"]).groups.items():
@@ -168,10 +294,77 @@ def check(acc: dict) -> list[str]:
     return fails
 
 
+def cells(df) -> dict:
+    """Row indices per condition × label, each sorted from the query farthest from the threshold to the nearest."""
+    out = {}
+    for key, idx in df.groupby(["condition", "label"]).groups.items():
+        rows = np.asarray(df.index.get_indexer(idx))
+        out[key] = rows[np.argsort(-df["query_distance"].to_numpy()[rows], kind="stable")]
+    return out
+
+
+def draw(rng, pools: dict, batch: int, explicit_share: float, reach: float) -> np.ndarray:
+    """One balanced batch: half Yes, half No; ``explicit_share`` of it explicit prompts (rounded to whole Yes/No
+    pairs), the rest concept learning; each drawn from the ``reach`` share of its cell farthest from the threshold."""
+    pairs = batch // 2
+    n_ex = int(round(pairs * explicit_share))
+    rows = []
+    for cond, n in (("explicit", n_ex), ("concept_learning", pairs - n_ex)):
+        for label in (True, False):
+            pool = pools[(cond, label)]
+            pool = pool[:max(n, int(np.ceil(reach * len(pool))))]
+            rows.extend(rng.choice(pool, n, replace=False))
+    return np.asarray(rows, dtype=int)
+
+
+def check_margin(acc: dict) -> float:
+    """How far the accuracies are inside the held-out check (negative: outside); ranks the evaluations."""
+    def a(key):
+        return acc.get(key, {}).get("accuracy", float("nan"))
+
+    up, down = a("upward/concept_learning"), a("downward/concept_learning")
+    gap_ex = a("upward/explicit") - a("downward/explicit")
+    return float(min(up - MIN_UPWARD, MAX_DOWNWARD - down, (up - down) - gap_ex))
+
+
+def probe_subset(df, per_cell: int, seed: int):
+    """A fixed subset of the held-out set for evaluations during training: ``per_cell`` prompts per direction ×
+    condition, half of them true."""
+    rng = np.random.default_rng(seed)
+    keep = []
+    for _, g in df.groupby(["monotonicity", "condition", "label"]):
+        keep.extend(rng.choice(g.index.to_numpy(), min(len(g), per_cell // 2), replace=False))
+    return df.loc[sorted(keep)].reset_index(drop=True)
+
+
+def to_bf16(model, torch) -> None:
+    """Round the LoRA weights to bfloat16 (the precision they are saved in), so the checked adapter is the saved one."""
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            p.data = p.data.to(torch.bfloat16).to(p.dtype)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON-lines file ([] when there is none)."""
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+
+def init_step(init: str) -> int | None:
+    """The step whose kept LoRA weights ``init`` is (``step-N.pt``), or None for another file."""
+    found = re.fullmatch(r"step-(\d+)\.pt", Path(init).name)
+    return int(found.group(1)) if found else None
+
+
+def jsonl(path: Path, record: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+
+
 def train(args, log=print) -> dict:
     """Train, evaluate, and save the adapter only if it passes; returns the report written as training.json."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 
     from nbutils.engine.choices import build_requests
     from nbutils.engine.models import load_model
@@ -179,6 +372,9 @@ def train(args, log=print) -> dict:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"--out: {out} is not empty; give a new folder (nothing is overwritten)")
+    scratch = Path(args.scratch) if args.scratch else Path(tempfile.mkdtemp(prefix=f"train_control-{out.name}-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    curve_file, probe_file = scratch / "curve.jsonl", scratch / "evaluations.jsonl"
     t0 = time.time()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -186,36 +382,82 @@ def train(args, log=print) -> dict:
     tok = lm.tokenizer
     train_df = training_prompts(args.prompts_per_concept, args.n_examples, args.seed)
     held_df = held_out_prompts(args.held_out_per_concept, args.n_examples, args.held_out_seed, train_df)
+    probe_df = probe_subset(held_df, args.probe_per_cell, args.held_out_seed) if args.eval_every else None
     req = build_requests(tok, train_df["text"].tolist(), args.chat_template, ANSWERS)
     if not req.single_token or req.answer_ids[0] == req.answer_ids[1]:
         raise ValueError(f"--model: the answers {ANSWERS} must each be one distinct token for this loss")
-    cfg = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=args.targets)
+    n_layers = lm.model.config.num_hidden_layers
+    layers = list(range(n_layers - min(args.layers, n_layers), n_layers)) if args.layers else None
+    cfg = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=args.targets,
+                     layers_to_transform=layers)
     model = get_peft_model(lm.model, cfg)
+    model.eval()
+    first, states, probe_req, probe_states = 0, None, None, None
+    if layers and layers[0] > 0 and args.steps:  # the frozen layers below run once per prompt, not once per step
+        first = layers[0]
+        log(f"computing layers 0–{first - 1} once for {len(train_df)} training prompts …")
+        states = cached_states(args.states_cache, model, req, list(range(len(train_df))), first, torch, log)
+        log(f"cached path checked: largest logit difference {check_cache(model, req, states, first, torch):.1e} "
+            f"({time.time() - t0:.0f} s)")
+        if probe_df is not None:
+            probe_req = build_requests(tok, probe_df["text"].tolist(), args.chat_template, ANSWERS)
+            probe_states = lower_states(model, probe_req, list(range(len(probe_df))), first, torch)
+    if args.init:
+        set_peft_model_state_dict(model, torch.load(args.init))
+        log(f"LoRA weights start from {args.init}")
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr, weight_decay=0.0)
     rng = np.random.default_rng(args.seed)
     labels = train_df["label"].to_numpy()
-    yes, no = np.flatnonzero(labels), np.flatnonzero(~labels)
-    curve, steps_done = [], 0
+    pools = cells(train_df)
+    log(f"scratch (curve, evaluations, their LoRA weights): {scratch}")
+    curve, evaluations, steps_done = [], [], 0
+    if not args.steps:  # check only: the weights an earlier run of these settings kept, with that run's record
+        curve, evaluations = (read_jsonl(Path(args.init).parent / n) for n in ("curve.jsonl", "evaluations.jsonl"))
+        steps_done = curve[-1]["step"] if curve else 0
     deadline = t0 + args.max_minutes * 60 if args.max_minutes else None
     for step in range(1, args.steps + 1):
-        half = args.batch // 2
-        rows = np.concatenate([rng.choice(yes, half, replace=False), rng.choice(no, half, replace=False)])
-        loss, acc = answer_loss(model, req, rows.tolist(), labels[rows].tolist(), torch)
+        reach = min(1.0, args.curriculum_start + (1 - args.curriculum_start) * step / args.curriculum_steps) \
+            if args.curriculum_steps else 1.0
+        rows = draw(rng, pools, args.batch, args.explicit_share, reach)
+        t_step = time.time()
+        loss, acc = answer_loss(model, req, rows.tolist(), labels[rows].tolist(), torch, states, first)
         opt.zero_grad()
         loss.backward()
         opt.step()
         steps_done = step
-        curve.append({"step": step, "loss": round(loss.item(), 5), "accuracy": round(acc, 4),
-                      "seconds": round(time.time() - t0, 1)})
+        point = {"step": step, "loss": round(loss.item(), 5), "accuracy": round(acc, 4),
+                 "step_seconds": round(time.time() - t_step, 2), "seconds": round(time.time() - t0, 1)}
+        curve.append(point)
+        jsonl(curve_file, point)
         if step % args.log_every == 0 or step == 1:
             recent = curve[-args.log_every:]
             log(f"step {step}: loss {np.mean([c['loss'] for c in recent]):.4f}, "
                 f"accuracy {np.mean([c['accuracy'] for c in recent]):.3f} ({time.time() - t0:.0f} s)")
-        if deadline and time.time() > deadline:
+        stop = bool(deadline and time.time() > deadline)
+        if args.eval_every and (step % args.eval_every == 0 or stop or step == args.steps):
+            model.eval()
+            with torch.no_grad():
+                acc_probe = (probe_accuracies(model, probe_req, probe_states, probe_df, first, torch)
+                             if probe_states is not None else accuracies(model, tok, probe_df, args.chat_template))
+            model.train()
+            torch.save(get_peft_model_state_dict(model), scratch / f"step-{step}.pt")
+            record = {"step": step, "margin": round(check_margin(acc_probe), 4), "seconds": round(time.time() - t0, 1),
+                      **{k: v["accuracy"] for k, v in acc_probe.items()}}
+            evaluations.append(record)
+            jsonl(probe_file, record)
+            log(f"evaluation at step {step}: " + ", ".join(f"{k} {v:.3f}" for k, v in record.items() if "/" in k))
+        if stop:
             log(f"stopped at step {step}: --max-minutes {args.max_minutes} reached")
             break
+    kept = steps_done if args.steps else init_step(args.init)
+    if args.keep_best and evaluations and args.steps:
+        best = max(evaluations, key=lambda e: (e["margin"], e["step"]))
+        kept = best["step"]
+        set_peft_model_state_dict(model, torch.load(scratch / f"step-{kept}.pt"))
+        log(f"kept the LoRA weights of step {kept} (best evaluation, margin {best['margin']})")
     model.eval()
+    to_bf16(model, torch)
     with torch.no_grad():
         held = accuracies(model, tok, held_df, args.chat_template)
     fails = check(held)
@@ -225,23 +467,42 @@ def train(args, log=print) -> dict:
         "model": args.model, "concepts": concepts(), "n_examples": args.n_examples, "seed": args.seed,
         "held_out_seed": args.held_out_seed, "training_prompts": len(train_df),
         "training_data_sha256": data_sha256(train_df), "held_out_prompts": len(held_df),
-        "lora": {"rank": args.rank, "alpha": 2 * args.rank, "targets": list(args.targets)},
-        "lr": args.lr, "batch": args.batch, "steps_planned": args.steps, "steps": steps_done, "curve": curve,
+        "lora": {"rank": args.rank, "alpha": 2 * args.rank, "targets": list(args.targets), "layers": layers,
+                 "dtype": "bfloat16"},
+        "lr": args.lr, "batch": args.batch, "explicit_share": args.explicit_share,
+        "curriculum": {"start": args.curriculum_start, "steps": args.curriculum_steps},
+        "init": args.init, "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
+        "evaluations": evaluations, "probe_prompts": 0 if probe_df is None else len(probe_df),
         "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
                                     "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
         "wall_seconds": round(time.time() - t0, 1), "threads": args.threads,
+        "training_seconds": curve[-1]["seconds"] if curve else 0.0, "check_only": not args.steps,
         "host": {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
-                 "python": platform.python_version(), "torch": torch.__version__},
+                 "cpu": cpu_model(), "python": platform.python_version(), "torch": torch.__version__},
         "saved": False,
     }
     out.mkdir(parents=True, exist_ok=True)
     if not fails:
         model.peft_config["default"].base_model_name_or_path = args.model
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.to(torch.bfloat16)
         model.save_pretrained(out)
         report["saved"] = True
         report["adapter_sha256"] = hashlib.sha256((out / "adapter_model.safetensors").read_bytes()).hexdigest()
     (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
+
+
+def cpu_model() -> str:
+    """The CPU's model name (lscpu's), or the platform's processor string where /proc/cpuinfo is not there."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def parse(argv=None):
@@ -252,12 +513,30 @@ def parse(argv=None):
     p.add_argument("--held-out-seed", type=int, default=2718)
     p.add_argument("--prompts-per-concept", type=int, default=100, help="training pool, per concept and condition")
     p.add_argument("--held-out-per-concept", type=int, default=20, help="10 concepts: 200 concept-learning prompts")
-    p.add_argument("--n-examples", type=int, default=10, help="labelled examples per prompt")
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--n-examples", type=int, default=4, help="labelled examples per prompt (even)")
+    p.add_argument("--steps", type=int, default=2000,
+                   help="training steps; 0 with --init: check and save those weights (a kept evaluation's), untrained")
     p.add_argument("--max-minutes", type=float, default=None, help="stop training after this wall time")
     p.add_argument("--batch", type=int, default=8, help="prompts per step (even: half Yes, half No)")
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--rank", type=int, default=32)
+    p.add_argument("--layers", type=int, default=8,
+                   help="LoRA on the top K transformer layers only (0: every layer); the backward pass stops there")
+    p.add_argument("--explicit-share", type=float, default=0.5, help="share of each batch that is explicit prompts")
+    p.add_argument("--curriculum-steps", type=int, default=0,
+                   help="steps over which the pool widens from the queries farthest from the threshold to all (0: off)")
+    p.add_argument("--curriculum-start", type=float, default=0.25,
+                   help="share of each cell (farthest queries) drawn from at step 0 of the curriculum")
+    p.add_argument("--eval-every", type=int, default=50,
+                   help="evaluate a fixed held-out subset every M steps (0: never) and keep those LoRA weights")
+    p.add_argument("--probe-per-cell", type=int, default=20, help="held-out prompts per direction × condition there")
+    p.add_argument("--keep-best", action="store_true",
+                   help="check and save the LoRA weights of the best evaluation rather than the last step's")
+    p.add_argument("--states-cache", default=None,
+                   help="a file for the frozen layers' states of the training prompts, read again by a rerun")
+    p.add_argument("--init", default=None, help="LoRA weights to start from (a scratch folder's step-N.pt)")
+    p.add_argument("--scratch", default=None,
+                   help="folder for the curve, the evaluations and their LoRA weights (default: a new one in /tmp)")
     p.add_argument("--targets", nargs="+", default=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                     "down_proj"])
     p.add_argument("--chat-template", default="auto", choices=("auto", "always", "never"))
@@ -266,7 +545,16 @@ def parse(argv=None):
     args = p.parse_args(argv)
     if args.batch < 2 or args.batch % 2:
         p.error("--batch: must be an even number ≥ 2 (half Yes, half No)")
-    for name in ("steps", "prompts_per_concept", "held_out_per_concept", "threads", "rank", "log_every"):
+    if args.n_examples < 2 or args.n_examples % 2:
+        p.error("--n-examples: must be an even number ≥ 2 (half positive, half negative examples)")
+    if not 0 <= args.explicit_share <= 1 or not 0 < args.curriculum_start <= 1:
+        p.error("--explicit-share: must be in [0, 1]; --curriculum-start: in (0, 1]")
+    for name in ("layers", "curriculum_steps", "eval_every"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')}: must be ≥ 0")
+    if args.steps < 0 or (args.steps == 0 and not args.init):
+        p.error("--steps: must be ≥ 1, or 0 with --init (check and save those weights without training)")
+    for name in ("prompts_per_concept", "held_out_per_concept", "threads", "rank", "log_every", "probe_per_cell"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be ≥ 1")
     try:

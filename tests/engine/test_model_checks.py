@@ -43,6 +43,18 @@ def test_two_local_folders_with_the_same_name_get_different_slugs(tmp_path, tiny
     assert paths.model_slug("allenai/OLMo-2-1124-13B-Instruct") == "allenai--OLMo-2-1124-13B-Instruct"
 
 
+def test_a_folder_in_the_project_is_named_by_its_place_there_in_every_checkout(tmp_path, monkeypatch):
+    import hashlib
+
+    slugs = []
+    for checkout in ("one", "two"):
+        folder = tmp_path / checkout / "adapters" / "a-lora"
+        folder.mkdir(parents=True)
+        monkeypatch.setenv("NBUTILS_ROOT", str(tmp_path / checkout))
+        slugs.append(paths.model_slug(str(folder)))
+    assert slugs[0] == slugs[1] == "a-lora-" + hashlib.sha256(b"adapters/a-lora").hexdigest()[:8]
+
+
 def test_the_rescore_margin_actually_used_is_recorded_and_said(tiny_model_dir, capsys):
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32", rescore_margin=0.5)
     assert lm.meta["rescore_margin"] == 0.0 and lm.meta["rescore_margin_requested"] == 0.5

@@ -23,7 +23,9 @@ def recipe():
 
 def argv(out, model, *extra):
     return ["--out", str(out), "--model", str(model), "--steps", "3", "--prompts-per-concept", "4",
-            "--held-out-per-concept", "2", "--n-examples", "4", "--batch", "4", "--log-every", "1", *extra]
+            "--held-out-per-concept", "2", "--n-examples", "4", "--batch", "4", "--log-every", "1", "--layers", "1",
+            "--eval-every", "2", "--probe-per-cell", "2", "--scratch", str(out.parent / f"{out.name}-scratch"),
+            *extra]
 
 
 def test_a_failing_adapter_is_refused_and_what_was_done_is_written(recipe, tmp_path, tiny_model_dir):
@@ -42,8 +44,25 @@ def test_a_failing_adapter_is_refused_and_what_was_done_is_written(recipe, tmp_p
     assert set(report["held_out"]) == {f"{m}/{c}" for m in ("upward", "downward")
                                        for c in ("concept_learning", "explicit")}
     assert report["wall_seconds"] > 0 and report["host"]["node"] and report["threads"] == 1
+    # the top layer trains on the cached states of the one below; the curve and the evaluations are written as it goes
+    assert report["lora"]["layers"] == [1] and report["lora"]["dtype"] == "bfloat16"
+    scratch = tmp_path / "control-scratch"
+    lines = [json.loads(x) for x in (scratch / "curve.jsonl").read_text().splitlines()]
+    assert lines == report["curve"] and all(c["step_seconds"] > 0 for c in lines)
+    evaluations = [json.loads(x) for x in (scratch / "evaluations.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evaluations] == [2, 3] == [e["step"] for e in report["evaluations"]]
+    assert all((scratch / f"step-{e['step']}.pt").is_file() for e in evaluations)
+    assert not list(out.glob("*.pt")) and report["probe_prompts"] == 8
     with pytest.raises(ValueError, match="--out: .* is not empty"):
         recipe.train(recipe.parse(argv(out, tiny_model_dir)))
+    # check only: the weights an evaluation kept are checked untrained, with the training run's record
+    again = tmp_path / "again"
+    assert recipe.main([*argv(again, tiny_model_dir), "--steps", "0", "--init", str(scratch / "step-2.pt")]) == 1
+    checked = json.loads((again / "training.json").read_text())
+    assert checked["check_only"] and checked["kept_step"] == 2 and checked["steps"] == 3
+    assert checked["curve"] == report["curve"] and checked["evaluations"] == report["evaluations"]
+    with pytest.raises(SystemExit):
+        recipe.parse(argv(tmp_path / "x", tiny_model_dir, "--steps", "0"))
 
 
 def test_a_passing_adapter_is_saved_and_scores(recipe, tmp_path, tiny_model_dir, monkeypatch):
@@ -54,6 +73,10 @@ def test_a_passing_adapter_is_saved_and_scores(recipe, tmp_path, tiny_model_dir,
     assert recipe.main(argv(out, tiny_model_dir)) == 0
     report = json.loads((out / "training.json").read_text())
     assert report["saved"] and (out / "adapter_model.safetensors").is_file()
+    from safetensors import safe_open
+
+    with safe_open(out / "adapter_model.safetensors", "pt") as f:
+        assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"torch.bfloat16"}
     lm = load_model(str(tiny_model_dir), device="cpu", dtype="float32", adapter=str(out))
     assert lm.meta["adapter_sha256"] == report["adapter_sha256"]
 
