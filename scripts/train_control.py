@@ -471,7 +471,7 @@ def train(args, log=print) -> dict:
                  "dtype": "bfloat16"},
         "lr": args.lr, "batch": args.batch, "explicit_share": args.explicit_share,
         "curriculum": {"start": args.curriculum_start, "steps": args.curriculum_steps},
-        "init": args.init, "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
+        "init": args.init and Path(args.init).name, "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
         "evaluations": evaluations, "probe_prompts": 0 if probe_df is None else len(probe_df),
         "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
                                     "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
