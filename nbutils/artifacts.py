@@ -323,7 +323,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
     leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
-    own are written. ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
+    own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
+    ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
     tell when they changed or disappeared since. Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
         return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
@@ -350,6 +351,10 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         plt.close(fig)
     if a.text:
         files.append(write_text(a.text, paths.results_path(run)))
+    if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
+        from .headline import entries
+
+        a.summary["headline"] = json_clean(entries(a.summary))
     a.summary["inputs"] = analysis_inputs(run)
     files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files
