@@ -355,6 +355,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         from .headline import entries
 
         a.summary["headline"] = json_clean(entries(a.summary))
+        a.summary["analysed"] = now_utc()  # a report refuses an executed notebook older than this
     a.summary["inputs"] = analysis_inputs(run)
     files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files

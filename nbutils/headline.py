@@ -14,7 +14,8 @@ import math
 import re
 from typing import Callable, Iterable
 
-from .results import ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, sentence, verdict
+from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, phrase, sentence,
+                      verdict)
 
 DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
 
@@ -100,3 +101,29 @@ def power_sentence(n_a: int, n_b: int, what_a: str, what_b: str, alpha: float = 
 def test_name(test: str) -> str:
     """A test's name in words, short (``binomial GLMM``), for a table cell."""
     return METHODS.get(test, str(test).replace("_", " "))
+
+
+def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
+    """The headline tests as the first table of a report: per model and what is tested, the accuracies upward and
+    downward and their gap where the study records them, the estimate with its 95% CI (printed as the sentences print
+    it), p and the test's name; a test that is not estimable says so."""
+    by_key = {(e["model"], e["condition"], e["term"], e["test"]): e for e in entries(summary, alpha)}
+    rows = []
+    for r in headline_records(summary):
+        e = by_key.get((r.get("model"), r.get("condition"), r.get("term"), r.get("test")), {})
+        numbers = phrase(r, alpha) if e.get("valid") else "not estimable (see the caveats)"
+        estimate, _, p = numbers.partition(", p ")
+        if estimate.startswith("p "):  # a test without an estimate: its p only
+            estimate, p = "", estimate[2:]
+        name = test_name(r.get("test")).split(",")[0]
+        if r.get("fallback_for"):
+            name += f" (standing in for the {test_name(r['fallback_for']).split(',')[0]})"
+        pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
+        gap = e.get("gap")
+        rows.append({"model": r.get("model") or "", "what": e.get("what") or "", "acc_up": pct(e.get("acc_up")),
+                     "acc_down": pct(e.get("acc_down")),
+                     "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
+                     "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,
+                     "verdict": e.get("verdict"), "_order": (r.get("condition") is None, not e.get("valid"))})
+    rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
+    return rows

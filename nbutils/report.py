@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Callable
 
 from . import artifacts, paths, runlock, studies
-from .report_html import cell_html, items_html, page
+from markupsafe import Markup
+
+from .headline import table_rows
+from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
 ALL_ITEMS = 5000  # items (all models together) the report's browser holds every one of
@@ -54,8 +57,10 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     analyze = record.notebooks["analyze"]
     nb = _read(_executed(run, analyze), analyze, run)
     summary = _summary(run, analyze)
+    _fresh(run, analyze, nb, summary)
     alerts = _input_changes(run, analyze, summary, nb)
-    cells = _ordered(nb)
+    cells = list(nb.cells)
+    title_cell = cells.pop(0) if cells and cells[0].cell_type == "markdown" else None
     for extra_nb in studies.RUN_ANALYSES.values():  # run analyses the sweep ran after the study's (the cue profile)
         extra = next((p for p in (paths.executed_notebook(run, extra_nb), paths.legacy_executed_notebook(run, extra_nb))
                       if p.is_file()), None)
@@ -66,12 +71,91 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
                 alerts.append(f"left out of this page: {err}")
     for line in alerts:
         (warn or (lambda _: None))(line)
-    title, rest = (cells[:1], cells[1:]) if cells and cells[0].cell_type == "markdown" else ([], cells)
-    html = page(f"{record.name} · {run.name}", [cell_html(c) for c in title], _about(run, record.name, nb, summary),
-                 alerts, [cell_html(c) for c in rest], _items_section(run, record.name, summary))
+    question, method = _title_parts(title_cell)
+    sections = _sections(cells)
+    figure, caption = _figure_one(sections)
+    if method.strip():
+        sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
+            nbformat_markdown("## How this analysis works\n\n" + method))]})
+    models = (summary.get("design") or {}).get("models") or sorted({r.get("model") for r in summary.get("records") or []
+                                                                   if r.get("model")})
+    words = paths.results_path(run).read_text(encoding="utf-8")
+    top = {"question": question, "table": headline_table(table_rows(summary)), "figure": figure, "caption": caption,
+           "words": cell_html(nbformat_markdown(words))}
+    anchors = [(f"s{i}", s["title"]) for i, s in enumerate(sections)]
+    items = _items_section(run, record.name, summary)
+    toc = anchors + ([("items", "Items")] if items else [])
+    title = f"{record.name}: {', '.join(models) or 'no model'} · run {run.name}"
+    html = page(title, top, _about(run, record.name, nb, summary), alerts, toc,
+                [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)], items)
     out = paths.report_path(run)
     artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
+
+
+def nbformat_markdown(text: str):
+    import nbformat
+
+    return nbformat.v4.new_markdown_cell(text)
+
+
+def _title_parts(cell) -> tuple[str, str]:
+    """The notebook's question (its title without the step's number) and the rest of its first cell (the method)."""
+    if cell is None:
+        return "", ""
+    lines = _BADGE.sub("", cell.source).strip().splitlines()
+    if not lines or not lines[0].startswith("#"):
+        return "", "\n".join(lines)
+    head = lines[0].lstrip("# ").strip()
+    question = head.split(":", 1)[1].strip() if ":" in head else head
+    return question[:1].upper() + question[1:], "\n".join(lines[1:]).strip()
+
+
+def _heading(cell) -> str | None:
+    if cell.cell_type != "markdown" or not cell.source.lstrip().startswith("#"):
+        return None
+    return cell.source.lstrip().splitlines()[0].lstrip("#").strip().strip("`")
+
+
+def _sections(cells: list) -> list[dict]:
+    """The cells as sections, one per heading: the results in words left out (the page shows them first), and so is
+    a section whose code showed nothing (only stdout, or a table with no rows): no section without content."""
+    sections: list[dict] = []
+    for c in cells:
+        title = _heading(c)
+        if title is not None or not sections:
+            sections.append({"title": title or "", "cells": [], "code": 0, "shown": 0})
+            if c.cell_type == "markdown" and c.source.lstrip().startswith("# "):  # a second notebook's title
+                c.source = "#" + c.source.lstrip()
+        sec = sections[-1]
+        sec["cells"].append(c)
+        if c.cell_type == "code":
+            sec["code"] += 1
+            sec["shown"] += bool(c.get("outputs"))
+    kept = [s for s in sections if not (s["code"] and not s["shown"])
+            and not s["title"].startswith(RESULTS_HEADING.lstrip("# "))]
+    for s in kept:
+        s["html"] = [cell_html(c) for c in s["cells"]]
+    return [s for s in kept if s["title"] or any(str(h).strip() for h in s["html"])]
+
+
+def _figure_one(sections: list[dict]) -> tuple:
+    """Figure 1 for the top of the page (the first figure of a section named "Figure 1…", else the first figure),
+    taken out of its section (a section left with nothing else goes too)."""
+    order = sorted(range(len(sections)), key=lambda i: not sections[i]["title"].lower().startswith("figure 1"))
+    for i in order:
+        for c in sections[i]["cells"]:
+            for out in c.get("outputs", []) if c.cell_type == "code" else []:
+                if any(m in out.get("data", {}) for m in ("image/png", "image/jpeg", "image/svg+xml")):
+                    figure = _output_html(out)
+                    c.outputs = [o for o in c.outputs if o is not out]
+                    sec = sections[i]
+                    sec["html"] = [cell_html(x) for x in sec["cells"]]
+                    name = sec["title"] if sec["title"].lower().startswith("figure") else f"Figure 1: {sec['title']}"
+                    if not any(x.get("outputs") for x in sec["cells"] if x.cell_type == "code"):
+                        sections.pop(i)
+                    return figure, name
+    return Markup(""), ""
 
 
 def _items_section(run: Path, study: str, summary: dict):
@@ -156,7 +240,7 @@ def _read(executed: Path, notebook: str, run: Path):
 
     nb = nbformat.read(executed, as_version=4)
     again = f"`python -m nbutils run {notebook} -p run_dir {run}`"
-    pm = nb.metadata.get("papermill") or {}
+    pm = ran_by(nb)
     if not pm:
         raise ReportError(f"report: {executed} was not run by papermill, so nothing says it ran to its end; run {again}")
     if pm.get("input_path") and not Path(pm["input_path"]).as_posix().endswith(notebook):
@@ -169,6 +253,8 @@ def _read(executed: Path, notebook: str, run: Path):
                                   f"({out.get('ename')}: {out.get('evalue')}); fix it and run {again} again")
     unfinished = [c for c in nb.cells if c.cell_type == "code"
                   and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
+    if pm.get("interactive"):  # written by its own last cell (``live``): every cell before it ran
+        unfinished = []
     if not pm.get("end_time") or unfinished or pm.get("exception"):
         raise ReportError(f"report: the analysis in {executed} did not finish (it started {pm.get('start_time')}; "
                           f"{len(unfinished)} cell(s) never completed: the kernel was killed or is still running); "
@@ -180,6 +266,25 @@ def _read(executed: Path, notebook: str, run: Path):
             cell.source = _BADGE.sub("", cell.source)
     nb.cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
     return nb
+
+
+def ran_by(nb) -> dict:
+    """When and from which notebook an executed notebook ran: papermill's record, or the one its own last cell wrote
+    when it ran in JupyterLab or nbclient (``interactive`` True)."""
+    return nb.metadata.get("papermill") or nb.metadata.get("nbutils") or {}
+
+
+def _fresh(run: Path, analyze: str, nb, summary: dict) -> None:
+    """Refuse an executed analysis older than the run's ``summary.json``: the analysis ran again since (in JupyterLab,
+    say) and the page would show the earlier one's tables beside the newer results."""
+    made, ended = summary.get("analysed"), ran_by(nb).get("end_time")
+    if not made or not ended:
+        return
+    if datetime.fromisoformat(made) > datetime.fromisoformat(ended):
+        raise ReportError(f"report: {paths.summary_path(run)} was written at {made}, after the executed analysis in "
+                          f"{run / 'notebooks'} ended ({ended}): the analysis ran again outside this run's record. Run "
+                          f"`python -m nbutils run {analyze} -p run_dir {run}` (it writes both and the report), or run "
+                          "the notebook to its end in JupyterLab (its last cell writes the report)")
 
 
 def _summary(run: Path, analyze: str) -> dict:
@@ -204,7 +309,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
         if not now:
             alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
                           f"no longer in it; {again}.")
-        ran = (nb.metadata.get("papermill") or {}).get("start_time")
+        ran = ran_by(nb).get("start_time")
         newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
         if newer:
             alerts.append(f"score files written after this analysis ran ({', '.join(newer)}): {again}.")
@@ -233,39 +338,23 @@ def _created(sidecar: Path) -> datetime:
 
 
 def _noise(out) -> bool:
-    """An output a reader of the report does not need: stderr, or a bare repr."""
+    """An output a reader of the report does not need: a stream (progress, warnings, lines printed for the notebook's
+    reader, file paths), a bare repr, or a table view saying it has no rows (``nbutils.display.view``)."""
     if out.get("output_type") == "stream":
-        return out.get("name") == "stderr"
-    return out.get("output_type") == "execute_result" and set(out.get("data", {})) <= {"text/plain"}
-
-
-def _results_section(cells: list) -> tuple[list, list]:
-    """The notebook's "Results in words" section (its heading cell up to the next markdown heading) and the rest."""
-    start = next((i for i, c in enumerate(cells)
-                  if c.cell_type == "markdown" and c.source.lstrip().startswith(RESULTS_HEADING)), None)
-    if start is None:
-        return [], cells
-    end = next((j for j in range(start + 1, len(cells))
-                if cells[j].cell_type == "markdown" and cells[j].source.lstrip().startswith("#")), len(cells))
-    return cells[start:end], cells[:start] + cells[end:]
-
-
-def _ordered(nb) -> list:
-    """The notebook's cells in report order: its title, its "Results in words" section (the paragraph the analysis
-    also writes to the run's results file), then everything else."""
-    cells = list(nb.cells)
-    title = [cells.pop(0)] if cells and cells[0].cell_type == "markdown" else []
-    results, rest = _results_section(cells)
-    return title + results + rest
+        return True
+    if any((m or {}).get("nbutils") == "empty" for m in (out.get("metadata") or {}).values() if isinstance(m, dict)) \
+            or (out.get("metadata") or {}).get("nbutils") == "empty":
+        return True
+    return out.get("output_type") in ("execute_result", "display_data") and set(out.get("data", {})) <= {"text/plain"}
 
 
 def _about(run: Path, study: str, nb, summary: dict) -> dict:
     """Which run, study and score files the page shows, and when the analysis ran (as recorded in the files, so a
     copied run keeps them)."""
-    ran = (nb.metadata.get("papermill") or {}).get("start_time")
+    ran = ran_by(nb).get("start_time")
     recorded = (summary.get("inputs") or {}).get("score_files")
     names = sorted(recorded) if recorded is not None else [p.name for p in paths.analysable_score_files(run)]
-    return {"run": str(run), "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
+    return {"run": run.name, "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 
 
