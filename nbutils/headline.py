@@ -59,12 +59,16 @@ def _merged(reasons: list[str]) -> str:
 
 
 def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None = None) -> list[str]:
-    """Why the headline tests that cannot be read are not, once per test and reason in plain words (the caveats of a
-    paragraph whose sentences say only that they are not estimable): ``The binomial GLMM (lme4, likelihood-ratio
+    """Why the headline tests that cannot be read (and the ones a fallback stands in for) are not, once per test and
+    reason in plain words (the caveats of a paragraph whose sentences say only that they are not estimable): ``The binomial GLMM (lme4, likelihood-ratio
     test) is not estimable for m (the gap under concept learning; …): every prompt pair was answered alike …``."""
+    records = list(records)
+    replaced = {(f["fallback_for"], f.get("model"), f.get("condition")) for f in records if f.get("fallback_for")}
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for r in records:
-        why = _unreadable(r, claim_of(r), ALPHA) if (select(r) if select else r.get("headline")) else None
+        asked = (select(r) if select else r.get("headline")) or (r.get("test"), r.get("model"),
+                                                                 r.get("condition")) in replaced
+        why = _unreadable(r, claim_of(r), ALPHA) if asked else None
         if why:
             key = (_method(r), _NUMBER.sub("#", why))
             groups.setdefault(key, []).append((f"{r.get('model') or 'the model'}", claim_of(r).get("what", ""), why))

@@ -132,11 +132,13 @@ def _sections(cells: list) -> list[dict]:
         if c.cell_type == "code":
             sec["code"] += 1
             sec["shown"] += bool(c.get("outputs"))
-    kept = [s for s in sections if not (s["code"] and not s["shown"])
+        elif c.cell_type == "markdown" and (title is None or len(c.source.strip().splitlines()) > 1):
+            sec["text"] = True
+    kept = [s for s in sections if (s["shown"] or (s.get("text") and not s["code"]))
             and not s["title"].startswith(RESULTS_HEADING.lstrip("# "))]
     for s in kept:
         s["html"] = [cell_html(c) for c in s["cells"]]
-    return [s for s in kept if s["title"] or any(str(h).strip() for h in s["html"])]
+    return kept
 
 
 def _figure_one(sections: list[dict]) -> tuple:
@@ -173,7 +175,7 @@ def _items_section(run: Path, study: str, summary: dict):
     reported = {r.get("model") for r in summary.get("records") or []} & set(df["model"])
     if reported:
         df = df[df["model"].isin(reported)].copy()
-    total, every = len(df), f"python -m nbutils show {run}"
+    total, every = len(df), f"python -m nbutils show {_where(run)}"
     if total <= ALL_ITEMS:
         intro = (f"Every scored item ({total:,}), one row per item and model: click a row's question to read its whole "
                  f"prompt, a column's name to sort by it; the box filters. In a terminal: {every} (--wrong, --closest "
@@ -192,6 +194,14 @@ def _items_section(run: Path, study: str, summary: dict):
     intro = (f"This run has {total:,} scored items (one per item and model); the page holds {what} ({len(shown):,} "
              f"rows). Every item: {every} --jsonl, or filtered: --wrong, --closest N, --where KEY=VALUE.")
     return items_html(shown, intro, df.attrs["notes"])
+
+
+def _where(run: Path) -> str:
+    """The run as a command names it on the page: relative to the project (``outputs/demo``), never a machine's path."""
+    try:
+        return run.resolve().relative_to(paths.root().resolve()).as_posix()
+    except ValueError:
+        return "RUN_DIR"
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole

@@ -165,15 +165,21 @@ def test_report_shows_the_results_first_then_text_tables_and_figures_without_cod
     assert page == run / "report.html"
     soup = BeautifulSoup(page.read_text(), "html.parser")
     text = " ".join(soup.get_text(" ").split())
-    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Results in words", "Accuracy", "Last section",
-                                                                       "Items"]
-    assert "The gap was 0.123" in text and "0.667" in text and "one threshold: no clustered inference" in text
-    assert soup.find("img")["src"] == f"data:image/png;base64,{PNG}"
+    # the finding first (the results in words of results.md), then the contents and the sections with content
+    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Contents", "How this analysis works",
+                                                                       "Accuracy", "Items"]
+    assert soup.select_one("section.finding").get_text(" ", strip=True).startswith("Is it? Design. model: a finding.")
+    assert [a.get_text() for a in soup.select("nav.toc a")] == ["How this analysis works", "Accuracy", "Items"]
+    assert "0.667" in text and "What it does." in text
+    assert "one threshold: no clustered inference" not in text and "The gap was" not in text  # stdout; a 2nd copy
+    assert soup.select_one("section.finding figure img")["src"] == f"data:image/png;base64,{PNG}"  # Figure 1
     for hidden in ("secret_module", "compute_everything", "results_text", "UserWarning", "tables/a.csv", "colab-badge"):
         assert hidden not in page.read_text(), hidden
     only_the_item_browser_script(soup)
     assert "http" not in str(soup.find_all(["img", "link"]))
-    assert f"Run {run}" in text and "score files smollm2-135m-instruct" in text and "Warning" not in text
+    assert f"Run {run.name} " in text and str(run) not in page.read_text()  # no machine path
+    assert "score files smollm2-135m-instruct" in text and "Warning" not in text
+    assert soup.find("h1").get_text() == f"monotonicity: no model · run {run.name}"
 
 
 def test_score_files_gone_changed_or_added_since_the_analysis_are_red_at_the_top(run, capsys):
@@ -373,6 +379,38 @@ def test_the_real_analysis_report_fits_the_page(analysed):
     soup = BeautifulSoup(paths.report_path(run).read_text(), "html.parser")
     caps = " ".join(c.get_text() for c in soup.find_all("caption"))
     assert "mixed_model" in caps and "gap_pooled" in caps and "split into" in caps
+
+
+@pytest.mark.notebooks
+@needs_chromium
+def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_path):
+    """The sample's page: its title names the study, the model and the run; the headline table (one row per model and
+    what is tested), the results in words and Figure 1 come first, above the contents; long tables are folded; no
+    printed output and no machine path; printed, at most 6 pages."""
+    run, _ = analysed
+    page = paths.report_path(run)
+    html = page.read_text()
+    soup = BeautifulSoup(html, "html.parser")
+    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"
+    finding = soup.select_one("main > section.finding")
+    assert finding.find_previous_sibling("nav") is None and finding.find_next_sibling("nav")["class"] == ["toc"]
+    heads = [th.get_text() for th in finding.select("table.headline th")]
+    assert heads == ["model", "what is tested", "accuracy upward", "accuracy downward", "gap", "estimate, 95% CI", "p",
+                     "test"]
+    rows = [[td.get_text() for td in tr.find_all("td")] for tr in finding.select("table.headline tbody tr")]
+    assert rows[0][:5] == ["smollm2-135m-instruct", "the upward vs downward gap under concept learning", "60.0%",
+                           "50.0%", "+10.0 pp"]
+    assert finding.select_one("figure img") and "Figure 1" in finding.find("figcaption").get_text()
+    assert "No evidence at α = .05" in finding.get_text()
+    assert str(run) not in html and str(paths.repo_root()) not in html and not soup.select("section.part pre")
+    assert all(len(t.select("tbody > tr")) <= 8 or t.find_parent("details") for t in soup.find_all("table"))
+    assert not [s["id"] for s in soup.select("section.part") if "Robustness" in s.get_text()[:200]]  # no variants
+    pdf = tmp_path / "report.pdf"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/p",
+                    "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()], capture_output=True,
+                   timeout=180, check=True)
+    pages = len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes()))
+    assert 1 <= pages <= 6, f"the report prints to {pages} pages"
 
 
 @pytest.mark.notebooks
