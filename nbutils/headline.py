@@ -6,7 +6,8 @@ detect.
 per headline record (``nbutils.results.headline_records``: a fallback stands in for the test it replaces) the test,
 its estimate and 95% CI on the record's own scale (``scale`` says which: a log odds ratio, a proportion…), p, valid,
 n, the verdict and the sentence of the results in words; and, where the study recorded them per model and condition,
-the accuracies upward and downward and their gap.
+the accuracies upward and downward and their gap. ``generic_text`` is the paragraph of a study whose headline
+sentences need nothing of their own (negation, personas, custom prompts).
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import math
 import re
 from typing import Callable, Iterable
 
-from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, phrase, sentence,
-                      verdict)
+from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
+                      paragraph, phrase, sentence, verdict)
 
 DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
 
@@ -131,3 +132,15 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
                      "verdict": e.get("verdict"), "_order": (r.get("condition") is None, not e.get("valid"))})
     rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
     return rows
+
+
+def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
+                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
+    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
+    ``summary.json`` in words, and the caveats of the records that are not estimable."""
+    recs = headline_records(summary, select)
+    lines = [sentence(r, alpha, summary.get("records") or [], reasons=False) for r in recs]
+    if not lines:
+        lines = ["No headline test could be computed on this run."]
+    lines += note_lines(summary, alpha)
+    return paragraph(title, design, lines, [*caveats, *fit_caveats(summary.get("records") or [], select)])

@@ -61,7 +61,7 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = artifacts.temp_beside(output, ".running.ipynb")
     try:
-        with _stderr_to(paths.kernel_log(output)):
+        with _stderr_to(paths.kernel_log(output)), _under_papermill():
             pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
                                 cwd=str(paths.root()), progress_bar=progress, log_output=False)
     except OSError as err:
@@ -71,6 +71,21 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
         if tmp.exists() and tmp.stat().st_size:
             os.replace(tmp, output)
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _under_papermill():
+    """Tell the kernel it runs under papermill (it inherits this process's environment), so that an analysis's last
+    cell leaves the report to the command that runs it (``nbutils.report_live``)."""
+    before = os.environ.get(paths.PAPERMILL_ENV)
+    os.environ[paths.PAPERMILL_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(paths.PAPERMILL_ENV, None)
+        else:
+            os.environ[paths.PAPERMILL_ENV] = before
 
 
 @contextmanager

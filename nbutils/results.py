@@ -404,17 +404,3 @@ def _precision_agreement(r: dict) -> str:
     ci = fmt_ci(100 * lo, 100 * hi, 1, unit="%") if _finite(lo) and _finite(hi) else ""
     return (f"Precision, {term}: the same answer on {fmt_num(100 * est, 1)}% of "
             f"{plural(n, 'prompt') if isinstance(n, int) else 'the prompts'}" + (f" ({ci})" if ci else "") + ".")
-
-
-def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
-                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
-    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
-    ``summary.json`` in words, and the caveats of the records that are not estimable."""
-    recs = headline_records(summary, select)
-    from .headline import fit_caveats
-
-    lines = [sentence(r, alpha, summary.get("records") or [], reasons=False) for r in recs]
-    if not lines:
-        lines = ["No headline test could be computed on this run."]
-    lines += note_lines(summary, alpha)
-    return paragraph(title, design, lines, [*caveats, *fit_caveats(summary.get("records") or [], select)])

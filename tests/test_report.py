@@ -540,3 +540,45 @@ def test_a_cue_profile_that_did_not_finish_is_left_out_and_said_in_red(run):
     alert = BeautifulSoup(page.read_text(), "html.parser").select_one("main > .alert").get_text()
     assert "left out of this page" in alert and "cues_01_profile.ipynb did not finish" in alert
     assert "half done" not in text_of(page)
+
+
+@pytest.mark.notebooks
+def test_the_analysis_run_outside_papermill_writes_its_report_and_a_stale_page_is_refused(tmp_path):
+    """The analysis executed by nbclient (as JupyterLab runs it: no papermill) writes report.html at its end from what
+    its cells showed; a report from an executed notebook older than summary.json is refused, naming what to run."""
+    import nbclient
+
+    from nbutils.report import ReportError
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run, ignore=shutil.ignore_patterns("notebooks", "tables", "figures", "*.md", "*.html",
+                                                               "summary.json"))
+    nb = nbformat.read(paths.resolve(ANALYZE), as_version=4)
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    params.source += f"\nrun_dir = {str(run)!r}\nn_boot = 100\nuse_r = False\n"
+    env = {k: v for k, v in _env().items() if k != paths.PAPERMILL_ENV}
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": str(paths.repo_root())}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    page = paths.report_path(run)
+    assert page.is_file() and nb.cells[-1].outputs[0]["data"]["text/plain"].startswith("'report → ")
+    executed = nbformat.read(paths.executed_notebook(run, ANALYZE), as_version=4)
+    assert executed.metadata["nbutils"]["interactive"] and "papermill" not in executed.metadata
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    assert soup.select_one("section.finding table.headline") and soup.select_one("section.finding figure img")
+    assert soup.find(string=re.compile("Accuracy per concept"))  # the sections, from the outputs the kernel showed
+    summary = json.loads(paths.summary_path(run).read_text())
+    assert summary["analysed"] <= executed.metadata["nbutils"]["end_time"]
+    assert [h["test"] for h in summary["headline"]] and "gap_ci95_bootstrap" in next(
+        v for k, v in summary.items() if k == "smollm2-135m-instruct")["conditions"]["concept_learning"]
+    # the analysis ran again later (its summary.json is newer than the executed notebook): refused, saying what to run
+    summary["analysed"] = "2999-01-01T00:00:00+00:00"
+    artifacts.write_json(summary, paths.summary_path(run))
+    with pytest.raises(ReportError, match=r"after the executed analysis .* ended .*python -m nbutils run "):
+        write_report(run)

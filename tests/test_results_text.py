@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import paths, results
+from nbutils import headline, paths, results
 from nbutils.stats import claim, record
 from nbutils.studies.common import claims
 from nbutils.studies.monotonicity import analysis
@@ -89,7 +89,7 @@ def test_case_sidedness_ten_wrong_answers_of_ten_are_below_chance():
     recs = summary_records({"accuracy": acc, "response_bias": empty, "contrasts": pd.DataFrame(
         columns=["model", "group_a", "group_b", "diff", "ci_low", "ci_high", "p_holm", "test"]),
         "clustered_model": pd.DataFrame(columns=["model", "test", "term", "note"])})
-    text = results.generic_text({"records": recs}, "t", "d", lambda r: r["test"] == "accuracy_vs_chance")
+    text = headline.generic_text({"records": recs}, "t", "d", lambda r: r["test"] == "accuracy_vs_chance")
     assert "group 'custom' was answered below chance: accuracy = 0.0%, 95% CI [0.0%, 27.8%], p = .002" in text
     assert "above chance" not in text
 
@@ -133,7 +133,7 @@ def test_case_machine_wording_plurals_test_names_and_punctuation():
                  hypothesis=claims.gap("custom", "points", "gap"))
     acc = record("accuracy_vs_chance", "more than 1/2", 0.6, None, 0.4, 0.77, 0.5, model="m",
                  hypothesis=claims.accuracy_vs_chance("group 'more than 1/2'"))
-    words = results.generic_text({"records": [gap, acc]}, "t", "d", lambda r: True)
+    words = headline.generic_text({"records": [gap, acc]}, "t", "d", lambda r: True)
     assert "monotonicity_gap" not in words and "accuracy_vs_chance" not in words
     assert "the upward vs downward gap in condition custom" not in words  # no-evidence lines name the question
     assert "no evidence at α = .05 that upward and downward concepts are learned differently: gap = 0.0 points" in words
@@ -159,7 +159,7 @@ def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
     text = results_text({**_mono_summary(cmh), "records": [{**glmm, "headline": True}, cmh]})
     assert text.count("- m, concept learning:") == 1  # the degenerate test is not a line of its own
     assert text == results_text({**_mono_summary(cmh), "records": [glmm, cmh]})
-    generic = results.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
+    generic = headline.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
     assert generic.split("*Caveats:*")[0].count("\n- ") == 1 and "standing in for the binomial GLMM" in generic
     assert ("OR = 1.00, 95% CI [0.30, 3.32], p > .999 (Mantel–Haenszel odds ratio, CMH test; standing in for the "
             "binomial GLMM, not estimable here)") in text

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
-from ...results import generic_text, plural
+from ...headline import generic_text
+from ...results import plural
 from ...runstore import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
