@@ -172,8 +172,10 @@ def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: 
     """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically."""
     stem = Path(stem)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: df.to_csv(p, index=index))]
-    if latex:
-        tex = df.to_latex(index=index, float_format=float_format, na_rep="--")
+    if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.latex)
+        from .latex import table
+
+        tex = table(df, float_format=float_format, index=index)
         paths.append(atomic_write(stem.with_suffix(".tex"), lambda p: p.write_text(tex)))
     return paths
 

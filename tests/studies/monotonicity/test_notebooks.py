@@ -21,7 +21,7 @@ from nbutils.rbridge import r_available
 from nbutils import studies
 from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.sweep import execute, run_sweep
-from notebook_checks import assert_figure, assert_tex_matches_csv, output_text, ran_clean
+from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("monotonicity").notebooks
@@ -509,3 +509,9 @@ def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swe
     for condition, headline in summary["conditions"].items():
         for key in ("acc_up", "acc_down", "gap"):
             assert _shown(headline[key], tokens), f"{condition} {key} = {headline[key]} is not shown"
+
+
+def test_every_latex_table_the_sweep_wrote_compiles_and_fits_a_page(swept):
+    """Each tables/*.tex compiles with pdflatex (escaped text, booktabs, at most 8 columns a part) and fits a page."""
+    run, _ = swept
+    assert assert_tables_compile(run)
