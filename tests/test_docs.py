@@ -175,3 +175,17 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
     assert code == 0, f"{where}: `{command}` was refused: {err.strip()}"
     if argv[0] in ("run", "sweep", "merge", "report"):
         assert calls, f"{where}: `{command}` did not reach its work"
+
+
+def test_nbutils_studies_lists_what_the_readme_lists(capsys):
+    """The README's table of studies and ``python -m nbutils studies`` name the same studies and run analyses, and the
+    install instructions name no package index (the package is installed from a clone or its git URL)."""
+    readme = (paths.repo_root() / "README.md").read_text()
+    table = readme.split("## The studies", 1)[1].split("\n\n")[1]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")]
+    assert cli.main(["studies"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    names = {"cue profiling": "cues"}
+    assert sorted(names.get(r, r.split(" (")[0]) for r in rows) == sorted(listed), (rows, listed)
+    for page in [paths.repo_root() / "README.md", *(paths.repo_root() / "docs").rglob("*.md")]:
+        assert not re.search(r"pip install \"?llm-bias-probes(\[[\w,]+\])?\"?(?!\s*@)(\s|`|$)", page.read_text()), page
