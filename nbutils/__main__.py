@@ -36,8 +36,9 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     ran = next((name for path, name in analyses.items() if nb.endswith(path)), None)
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
         return
-    print("\n".join(headline(run_dir)))
-    print(f"results in words → {paths.results_path(run_dir)}")
+    words = paths.results_path(run_dir) if ran else paths.cues_results_path(run_dir)  # a run analysis: its own words
+    print("\n".join(headline(run_dir, words)))
+    print(f"results in words → {words}")
     print(f"report → {write_report(run_dir, ran, warn=_warn)}")
 
 

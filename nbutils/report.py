@@ -29,6 +29,7 @@ from .report_html import _output_html, cell_html, headline_table, items_html, pa
 
 RESULTS_HEADING = "## Results in words"
 ALL_ITEMS = 5000  # items (all models together) the report's browser holds every one of
+FOLD_TEXT = 900  # a text longer than this shows its first paragraph; the rest is folded
 KEEP = 500  # beyond that: this many most confident errors and this many closest calls
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
 
@@ -118,15 +119,16 @@ def _heading(cell) -> str | None:
 
 
 def _sections(cells: list) -> list[dict]:
-    """The cells as sections, one per heading: the results in words left out (the page shows them first), and so is
-    a section whose code showed nothing (only stdout, or a table with no rows): no section without content."""
+    """The cells as sections, one per heading: the study's results in words left out (the page shows them first), and
+    so is a section whose code showed nothing (only stdout, or a table with no rows): no section without content."""
     sections: list[dict] = []
     for c in cells:
         title = _heading(c)
         if title is not None or not sections:
             sections.append({"title": title or "", "cells": [], "code": 0, "shown": 0})
-            if c.cell_type == "markdown" and c.source.lstrip().startswith("# "):  # a second notebook's title
-                c.source = "#" + c.source.lstrip()
+            if c.cell_type == "markdown" and c.source.lstrip().startswith("# "):  # a second notebook's title: its
+                c.source = "#" + c.source.lstrip()  # introduction, a section of text (its setup cells show nothing)
+                sections[-1]["prose"] = True
         sec = sections[-1]
         sec["cells"].append(c)
         if c.cell_type == "code":
@@ -134,11 +136,27 @@ def _sections(cells: list) -> list[dict]:
             sec["shown"] += bool(c.get("outputs"))
         elif c.cell_type == "markdown" and (title is None or len(c.source.strip().splitlines()) > 1):
             sec["text"] = True
-    kept = [s for s in sections if (s["shown"] or (s.get("text") and not s["code"]))
-            and not s["title"].startswith(RESULTS_HEADING.lstrip("# "))]
+    words = next((s for s in sections if s["title"].startswith(RESULTS_HEADING.lstrip("# "))), None)
+    kept = [s for s in sections if (s["shown"] or (s.get("text") and (s.get("prose") or not s["code"])))
+            and s is not words]  # the study's results in words are at the top of the page
     for s in kept:
-        s["html"] = [cell_html(c) for c in s["cells"]]
+        s["html"] = [_prose(c) for c in s["cells"]]
     return kept
+
+
+def _prose(cell):
+    """A cell as HTML; a long text (a method's description) shows its heading and first paragraph, the rest folded."""
+    text = cell.source.strip() if cell.cell_type == "markdown" else ""
+    paragraphs = text.split("\n\n")
+    if len(text) <= FOLD_TEXT or len(paragraphs) < 2:
+        return cell_html(cell)
+    lead = 2 if paragraphs[0].startswith("#") and "\n" not in paragraphs[0] else 1
+    rest = "\n\n".join(paragraphs[lead:])
+    if not rest.strip():
+        return cell_html(cell)
+    return cell_html(nbformat_markdown("\n\n".join(paragraphs[:lead]))) + Markup(
+        '<details class="prose"><summary>more on the method</summary>{}</details>').format(
+        cell_html(nbformat_markdown(rest)))
 
 
 def _figure_one(sections: list[dict]) -> tuple:
@@ -152,7 +170,7 @@ def _figure_one(sections: list[dict]) -> tuple:
                     figure = _output_html(out)
                     c.outputs = [o for o in c.outputs if o is not out]
                     sec = sections[i]
-                    sec["html"] = [cell_html(x) for x in sec["cells"]]
+                    sec["html"] = [_prose(x) for x in sec["cells"]]
                     name = sec["title"] if sec["title"].lower().startswith("figure") else f"Figure 1: {sec['title']}"
                     if not any(x.get("outputs") for x in sec["cells"] if x.cell_type == "code"):
                         sections.pop(i)
@@ -368,9 +386,10 @@ def _about(run: Path, study: str, nb, summary: dict) -> dict:
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 
 
-def headline(run_dir) -> list[str]:
-    """The results in words for a terminal: ``results.md``'s title and findings (its list items), as plain text."""
-    path = paths.results_path(run_dir)
+def headline(run_dir, path=None) -> list[str]:
+    """The results in words for a terminal: ``results.md``'s (or ``path``'s) title and findings (its list items), as
+    plain text."""
+    path = Path(path) if path is not None else paths.results_path(run_dir)
     if not path.is_file():
         return []
     paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]

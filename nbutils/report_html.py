@@ -347,7 +347,8 @@ caption { caption-side: bottom; text-align: left; font-size: 0.85em; color: #555
 .finding { border: 1px solid #d0d7de; border-radius: 6px; padding: 4px 14px 8px; background: #fcfdfe; }
 table.headline { font-size: 13px; margin: 8px 0; }
 table.headline td, table.headline th { text-align: left; }
-table.headline td.acc_up, table.headline td.acc_down, table.headline td.gap, table.headline td.p { text-align: right; }
+table.headline td.acc_up, table.headline td.acc_down, table.headline td.gap, table.headline td.p { text-align: right;
+                                                                                  white-space: nowrap; }
 table.headline tr.evidence td { font-weight: 600; }
 .finding-grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 430px); gap: 18px; align-items: start; }
 .finding-grid .words { font-size: 14px; }
@@ -356,7 +357,7 @@ table.headline tr.evidence td { font-weight: 600; }
 .finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
 figcaption { font-size: 0.85em; color: #555; }
 .toc ol { columns: 2; margin: 0; }
-details.table > summary, details.items > summary { cursor: pointer; color: #0969da; margin: 6px 0; }
+details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da; margin: 6px 0; }
 @media print { body { font-size: 13px; } .finding-grid { grid-template-columns: minmax(0, 1fr) minmax(0, 300px); }
                section.items { display: none; } img { max-height: 420px; width: auto; }
                section.part, .finding { break-inside: auto; } }
