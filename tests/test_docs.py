@@ -189,3 +189,22 @@ def test_nbutils_studies_lists_what_the_readme_lists(capsys):
     assert sorted(names.get(r, r.split(" (")[0]) for r in rows) == sorted(listed), (rows, listed)
     for page in [paths.repo_root() / "README.md", *(paths.repo_root() / "docs").rglob("*.md")]:
         assert not re.search(r"pip install \"?llm-bias-probes(\[[\w,]+\])?\"?(?!\s*@)(\s|`|$)", page.read_text()), page
+
+
+def test_nbutils_run_of_the_score_notebook_prints_rows_rate_and_eta(tmp_path, capsys):
+    """The lines a sweep prints while a model scores, printed by ``nbutils run`` of the score notebook too (read from
+    the engine's progress file); a notebook's progress bar updates about every 10% (a dozen outputs at most)."""
+    import json
+    import time
+
+    from nbutils.engine.choices import bar_step
+
+    assert "score.ipynb" in notebooks.WATCHED
+    partial = paths.partial_dir(tmp_path)
+    partial.mkdir(parents=True)
+    with notebooks.Progress(tmp_path, "", every=0.05, who="run"):
+        (partial / "smollm2-135m-instruct.progress.json").write_text(
+            json.dumps({"n_done": 30, "n_planned": 120, "rows_per_second": 0.75}))
+        time.sleep(0.5)
+    assert "[run] smollm2-135m-instruct: 30/120 rows, 0.75/s, ETA 2.0 min" in capsys.readouterr().out
+    assert [bar_step(n) for n in (1, 9, 10, 60, 1001)] == [1, 1, 1, 6, 101]
