@@ -139,6 +139,8 @@ def generic_text(summary: dict, title: str, design: str, select: Callable[[dict]
     """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
     ``summary.json`` in words, and the caveats of the records that are not estimable."""
     recs = headline_records(summary, select)
+    for r in recs:  # the records the paragraph reports are the run's headline (summary.json, the report's table)
+        r["headline"] = True
     lines = [sentence(r, alpha, summary.get("records") or [], reasons=False) for r in recs]
     if not lines:
         lines = ["No headline test could be computed on this run."]

@@ -78,8 +78,9 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     if method.strip():
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
-    models = (summary.get("design") or {}).get("models") or sorted({r.get("model") for r in summary.get("records") or []
-                                                                   if r.get("model")})
+    scored = (summary.get("inputs") or {}).get("score_files")
+    models = sorted(Path(n).stem for n in scored) if scored else sorted(
+        {r.get("model") for r in summary.get("records") or [] if r.get("model")})
     words = paths.results_path(run).read_text(encoding="utf-8")
     top = {"question": question, "table": headline_table(table_rows(summary)), "figure": figure, "caption": caption,
            "words": cell_html(nbformat_markdown(words))}
@@ -107,7 +108,7 @@ def _title_parts(cell) -> tuple[str, str]:
     lines = _BADGE.sub("", cell.source).strip().splitlines()
     if not lines or not lines[0].startswith("#"):
         return "", "\n".join(lines)
-    head = lines[0].lstrip("# ").strip()
+    head = re.sub(r"(^|·)\s*\d+\s*·\s*", r"\1 ", lines[0].lstrip("# ")).strip(" ·")  # the step's number
     question = head.split(":", 1)[1].strip() if ":" in head else head
     return question[:1].upper() + question[1:], "\n".join(lines[1:]).strip()
 
