@@ -61,8 +61,9 @@ def _merged(reasons: list[str]) -> str:
 
 def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None = None) -> list[str]:
     """Why the headline tests that cannot be read (and the ones a fallback stands in for) are not, once per test and
-    reason in plain words (the caveats of a paragraph whose sentences say only that they are not estimable): ``The binomial GLMM (lme4, likelihood-ratio
-    test) is not estimable for m (the gap under concept learning; …): every prompt pair was answered alike …``."""
+    reason in plain words (the caveats of a paragraph whose sentences say only that they are not estimable): ``The
+    binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the gap under concept learning; …): every
+    prompt pair was answered alike …``."""
     records = list(records)
     replaced = {(f["fallback_for"], f.get("model"), f.get("condition")) for f in records if f.get("fallback_for")}
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}

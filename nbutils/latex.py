@@ -3,11 +3,11 @@ packages every TeX installation has (booktabs, longtable, array; Debian's ``texl
 ``texlive-latex-recommended``).
 
 Every text is escaped (``_``, ``%``, ``&``, ``#``, ``$``, braces, backslash, ``~``, ``^``; the symbols the tables use,
-such as − × α ′ ≥, as their LaTeX); columns get human labels (``p_holm`` → ``p (Holm)``); a table of more than
-``MAX_COLUMNS`` columns is split into parts that each repeat its naming columns, so that each fits the width of a
-page; a long one (more than ``LONG_ROWS`` rows) is a ``longtable`` that breaks across pages. The widest text (a
-note) wraps in a column of fixed width until the table fits. A row index (a table written with ``index``) becomes columns. The CSV beside it keeps
-every column at full precision.
+such as − × α ′ ≥, as their LaTeX); columns get human labels (``p_holm`` → ``p (holm)``); a table of more than
+``MAX_COLUMNS`` columns is split into parts that each repeat its naming columns, so that each fits the width of a page;
+a long one (more than ``LONG_ROWS`` rows) is a ``longtable`` that breaks across pages. The widest text (a note) wraps
+in a column of fixed width until the table fits. A row index (a table written with ``index``) becomes columns. The CSV
+beside it keeps every column at full precision.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ LONG_ROWS = 40  # a table of more rows than this breaks across pages (longtable)
 BUDGET = 92  # characters of footnote-size type across a page's text width (6.5 in)
 PACKAGES = ("booktabs", "longtable", "array")  # what a document that \input-s the tables needs
 
-_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_\allowbreak{}", "{": r"\{",
-            "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_\allowbreak{}",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
             ">": r"\textgreater{}", "|": r"\textbar{}"}
 _SYMBOLS = {"−": "$-$", "×": r"$\times$", "α": r"$\alpha$", "β": r"$\beta$", "χ": r"$\chi$", "Δ": r"$\Delta$",
             "′": "$'$", "≥": r"$\geq$", "≤": r"$\leq$", "±": r"$\pm$", "→": r"$\to$", "–": "--", "—": "---",

@@ -99,8 +99,8 @@ def _clean_table(html: str) -> Markup:
 
 
 def _folded(table: Markup) -> Markup:
-    """A table of more than ``FOLD_ROWS`` rows (or ``FOLD_CHARS`` characters) folded away (``<details>``), its caption naming it and its size; a
-    shorter one as it is."""
+    """A table of more than ``FOLD_ROWS`` rows (or ``FOLD_CHARS`` characters) folded away (``<details>``), its caption
+    naming it and its size; a shorter one as it is."""
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(str(table), "html.parser")
@@ -192,13 +192,16 @@ _TEMPLATE = """<!DOCTYPE html>
 {% for alert in alerts %}<div class="alert" role="alert"><strong>Warning:</strong> {{ alert }}</div>
 {% endfor %}<h1>{{ title }}</h1>
 {% if top.question %}<p class="question">{{ top.question }}</p>
-{% endif %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }} · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}{% endif %}</p>
+{% endif %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }}
+ · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}
+{%- endif %}</p>
 <section class="finding" id="finding">
 {{ top.table }}
 <div class="finding-grid"><div class="words">{{ top.words }}</div>
 {% if top.figure %}<figure>{{ top.figure }}<figcaption>{{ top.caption }}</figcaption></figure>{% endif %}</div>
 </section>
-{% if toc %}<nav class="toc" aria-label="contents"><h2>Contents</h2><ol>{% for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>{% endfor %}</ol></nav>
+{% if toc %}<nav class="toc" aria-label="contents"><h2>Contents</h2><ol>
+{%- for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>{% endfor %}</ol></nav>
 {% endif %}{% for id, part in sections %}<section class="part" id="{{ id }}">{{ part }}</section>
 {% endfor %}{{ items }}</main>
 {% if items %}<script>{{ script }}</script>
@@ -357,7 +360,8 @@ table.headline tr.evidence td { font-weight: 600; }
 .finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
 figcaption { font-size: 0.85em; color: #555; }
 .toc ol { columns: 2; margin: 0; }
-details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da; margin: 6px 0; }
+details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da;
+                                                                            margin: 6px 0; }
 @media print { body { font-size: 13px; } .finding-grid { grid-template-columns: minmax(0, 1fr) minmax(0, 300px); }
                section.items { display: none; } img { max-height: 420px; width: auto; }
                section.part, .finding { break-inside: auto; } }

@@ -165,8 +165,8 @@ def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
             "binomial GLMM, not estimable here)") in text
     # why it is not estimable: once, in the caveats, not in the sentence
     assert text.count("SD 50.7") == 1 and text.index("SD 50.7") > text.index("*Caveats:*")
-    assert ("- The binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the upward vs downward gap under "
-            "concept learning): random-effect SD 50.7 on the logit scale: quasi-separation.") in text
+    assert ("- The binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the upward vs downward gap "
+            "under concept learning): random-effect SD 50.7 on the logit scale: quasi-separation.") in text
 
 
 # ---------------------------------------------------------------- the property: words agree with the record
