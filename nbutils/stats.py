@@ -156,7 +156,7 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
     if check_se and not (finite(se) and float(se) > 1e-8 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
         out.append("singular Hessian: the standard error is not finite or is zero")
     if log_odds and finite(estimate) and abs(float(estimate)) > SEPARATION_LOG_ODDS:
-        out.append(f"the log odds ratio is {float(estimate):.1f}: the groups are (almost) completely separated, so the "
+        out.append(f"the log odds ratio is {float(estimate):.1f}: (quasi-)complete separation of the groups, so the "
                    "test is not reliable")
     if log_odds and finite(ci_low) and finite(ci_high):
         decades = (float(ci_high) - float(ci_low)) / np.log(10)

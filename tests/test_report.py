@@ -179,7 +179,7 @@ def test_report_shows_the_results_first_then_text_tables_and_figures_without_cod
     assert "http" not in str(soup.find_all(["img", "link"]))
     assert f"Run {run.name} " in text and str(run) not in page.read_text()  # no machine path
     assert "score files smollm2-135m-instruct" in text and "Warning" not in text
-    assert soup.find("h1").get_text() == f"monotonicity: no model · run {run.name}"
+    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"  # its score files
 
 
 def test_score_files_gone_changed_or_added_since_the_analysis_are_red_at_the_top(run, capsys):
