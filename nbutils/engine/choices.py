@@ -286,7 +286,8 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     from tqdm.auto import tqdm
 
     results = []
-    bar = tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0)
+    bar = tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0,
+               miniters=bar_step(len(batches)))
     for batch in bar:
         lp = score_batch(model, req, batch, reference, tail)
         rescored = [False] * len(batch)
@@ -388,3 +389,9 @@ def options_digest(per: Sequence[tuple[str, ...]]) -> str:
     for opts in per:
         h.update(("\x1f".join(opts) + "\x1e").encode())
     return h.hexdigest()
+
+
+def bar_step(n_batches: int) -> int:
+    """Batches between two updates of a progress bar: about every 10%, so an executed notebook holds at most a dozen
+    progress outputs (a widget in JupyterLab redraws as often)."""
+    return max(1, -(-n_batches // 10))

@@ -190,7 +190,10 @@ class SentenceScorer:
     def run(self, batches: list[list[int]], record, progress=True) -> None:
         from tqdm.auto import tqdm
 
-        for batch in tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0):
+        from .choices import bar_step
+
+        for batch in tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0,
+                          miniters=bar_step(len(batches))):
             if self.masked:
                 lps = pll_token_logprobs(self.model, self.tokenizer, [self.copies[i] for i in batch], self.size)
             else:
