@@ -21,16 +21,27 @@ from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha,
 DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
 
 
+def who(r: dict, default: str = "the model") -> str:
+    """Whom a record is about: its model, or the two models a comparison sets side by side (``a vs b``)."""
+    return r.get("model") or " vs ".join(map(str, r.get("models") or [])) or default
+
+
+def _key(r: dict) -> tuple:
+    return r.get("model"), tuple(r.get("models") or ()), r.get("condition"), r.get("term"), r.get("test")
+
+
 def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
-    """The headline tests of ``summary`` for scripts: one dict per model, condition and term."""
+    """The headline tests of ``summary`` for scripts: one dict per model (or pair of models compared), condition and
+    term."""
     records = summary.get("records") or []
     out = []
     for r in headline_records(summary):
         h = claim_of(r)
         per = (summary.get(r.get("model")) or {}) if isinstance(summary.get(r.get("model")), dict) else {}
         cond = (per.get("conditions") or {}).get(r.get("condition")) or {}
-        n = r.get("n") if isinstance(r.get("n"), int) else cond.get("n")
-        entry = {"model": r.get("model"), "condition": r.get("condition"), "term": r.get("term"),
+        n = next((r[k] for k in ("n", "n_prompts") if isinstance(r.get(k), int)), cond.get("n"))  # n_prompts: compared
+        entry = {"model": r.get("model"), **({"models": r["models"]} if r.get("models") else {}),
+                 "condition": r.get("condition"), "term": r.get("term"),
                  "test": r.get("test"), "method": _method(r), "what": h.get("what"), "scale": h.get("scale"),
                  "symbol": h.get("symbol"), "estimate": r.get("estimate"), "ci_low": r.get("ci_low"),
                  "ci_high": r.get("ci_high"), "p": r.get("p"), "valid": not _unreadable(r, h, alpha), "n": n,
@@ -65,15 +76,14 @@ def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None =
     binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the gap under concept learning; …): every
     prompt pair was answered alike …``."""
     records = list(records)
-    replaced = {(f["fallback_for"], f.get("model"), f.get("condition")) for f in records if f.get("fallback_for")}
+    replaced = {(f["fallback_for"], who(f), f.get("condition")) for f in records if f.get("fallback_for")}
     groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for r in records:
-        asked = (select(r) if select else r.get("headline")) or (r.get("test"), r.get("model"),
-                                                                 r.get("condition")) in replaced
+        asked = (select(r) if select else r.get("headline")) or (r.get("test"), who(r), r.get("condition")) in replaced
         why = _unreadable(r, claim_of(r), ALPHA) if asked else None
         if why:
             key = (_method(r), _NUMBER.sub("#", why))
-            groups.setdefault(key, []).append((f"{r.get('model') or 'the model'}", claim_of(r).get("what", ""), why))
+            groups.setdefault(key, []).append((who(r), claim_of(r).get("what", ""), why))
     out = []
     for (method, _), found in groups.items():
         name, _, how = method.partition(", ")
@@ -113,10 +123,10 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     """The headline tests as the first table of a report: per model and what is tested, the accuracies upward and
     downward and their gap where the study records them, the estimate with its 95% CI (printed as the sentences print
     it), p and the test's name; a test that is not estimable says so."""
-    by_key = {(e["model"], e["condition"], e["term"], e["test"]): e for e in entries(summary, alpha)}
+    by_key = {_key(e): e for e in entries(summary, alpha)}
     rows = []
     for r in headline_records(summary):
-        e = by_key.get((r.get("model"), r.get("condition"), r.get("term"), r.get("test")), {})
+        e = by_key.get(_key(r), {})
         numbers = phrase(r, alpha) if e.get("valid") else "not estimable (see the caveats)"
         estimate, _, p = numbers.partition(", p ")
         if estimate.startswith("p "):  # a test without an estimate: its p only
@@ -126,7 +136,7 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
             name += f" (standing in for the {test_name(r['fallback_for']).split(',')[0]})"
         pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
         gap = e.get("gap")
-        rows.append({"model": r.get("model") or "", "what": e.get("what") or "", "acc_up": pct(e.get("acc_up")),
+        rows.append({"model": who(r, ""), "what": e.get("what") or "", "acc_up": pct(e.get("acc_up")),
                      "acc_down": pct(e.get("acc_down")),
                      "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
                      "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,

@@ -49,10 +49,11 @@ METHODS = {
     "cue_accuracy_test": "Newcombe CI, Fisher's exact test, Holm-adjusted p",
     "cue_distribution_test": "Fisher's exact test",
     "mcnemar_vs_baseline": "exact McNemar test, Holm",
-    "glmm_models": "binomial GLMM of model × upward, prompt random intercept, lme4, likelihood-ratio test",
-    "gee_models": "logistic GEE of model × upward clustered by prompt, bias-reduced SE, Wald z",
-    "firth_models": "Firth's penalised logistic regression of model × upward, thresholds fixed, penalised "
-                    "likelihood-ratio test, profile CI",
+    # a comparison's test of model × upward: its sentence says what is compared (one gap minus the other) already
+    "glmm_models": "binomial GLMM, prompt random intercept, lme4, likelihood-ratio test",
+    "gee_models": "logistic GEE clustered by prompt, bias-reduced SE, Wald z",
+    "firth_models": "Firth's penalised logistic regression, thresholds fixed, penalised likelihood-ratio test, "
+                    "profile CI",
     "mcnemar_models": "exact McNemar test on the same prompts",
     "dif_vs_accuracy_regression": "OLS, one point per model",
     "lmm_negation_satterthwaite": "linear mixed model, lme4, Satterthwaite t",

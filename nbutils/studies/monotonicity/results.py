@@ -13,13 +13,14 @@ def _acc(x) -> str:
 
 
 def comparison_lines(heads: list[dict], records: list[dict], alpha: float = ALPHA) -> list[str]:
-    """One sentence per comparison of two models and condition (its headline record), naming both models."""
+    """One sentence per comparison of two models and condition (its headline record), naming both models; why a test
+    is not estimable goes to the caveats (``fit_caveats``), as for the other headline sentences."""
     out = []
     for r in heads:
         if r.get("models") and r.get("term") == "upward:model":
             first, second = r["models"]
             where = CONDITION_NAMES.get(r.get("condition"), r.get("condition"))
-            out.append(f"{first} vs {second}, {where}: {sentence(r, alpha, records, who=False)}")
+            out.append(f"{first} vs {second}, {where}: {sentence(r, alpha, records, who=False, reasons=False)}")
     return out
 
 
