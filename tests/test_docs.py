@@ -201,7 +201,9 @@ def test_nbutils_run_of_the_score_notebook_prints_rows_rate_and_eta(tmp_path, ca
     import json
     import time
 
-    from nbutils.engine.choices import bar_step
+    import math
+
+    from nbutils.engine.choices import bar_step, progress_bar
 
     assert "score.ipynb" in notebooks.WATCHED
     partial = paths.partial_dir(tmp_path)
@@ -212,3 +214,6 @@ def test_nbutils_run_of_the_score_notebook_prints_rows_rate_and_eta(tmp_path, ca
         time.sleep(0.5)
     assert "[run] smollm2-135m-instruct: 30/120 rows, 0.75/s, ETA 2.0 min" in capsys.readouterr().out
     assert [bar_step(n) for n in (1, 9, 10, 60, 1001)] == [1, 1, 1, 6, 101]
+    bar = progress_bar(list(range(60)))
+    assert bar.miniters == 6 and bar.maxinterval == math.inf, "no redraw on a timer: a slow model's bar stays quiet"
+    bar.close()
