@@ -484,7 +484,7 @@ REMOTE = re.compile(r"""<(img|link|iframe|video|audio|source)\b[^>]*\b(src|href)
                                               "does): the report is checked as a browser renders it")
 def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swept):
     """The sweep's last step wrote report.html: one file that loads nothing from the web; headless Chromium renders it
-    with every figure embedded, the results first, the headline accuracies and gaps of summary.json, and no code."""
+    with every figure embedded, the finding first, the headline accuracies and gaps of summary.json, and no code."""
     import subprocess
     import tempfile
 
@@ -506,8 +506,9 @@ def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swe
     images = [img.get("src", "") for img in soup.find_all("img")]
     assert len(images) >= 4 and all(src.startswith("data:image/png;base64,") for src in images), images[:3]
     text = " ".join(soup.get_text(" ").split())
-    headings = [h.get_text(" ").strip() for h in soup.find_all("h2")]
-    assert headings and headings[0].startswith("Results in words"), f"the results come first, not {headings[:2]}"
+    first = soup.select_one("main > section")  # the finding (headline table, results in words, Figure 1), then contents
+    assert "finding" in first["class"] and first.select_one("table.headline") and first.select_one("figure img")
+    assert first.find_next_sibling("nav")["class"] == ["toc"], "the contents follow the finding"
     assert "analyze_run(" not in text and "import " not in text and "run_dir =" not in text, "code is shown"
     summary = json.loads((run / "summary.json").read_text())[RECORDED["model"]]
     tokens = _number_tokens(text)
