@@ -53,8 +53,9 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     ran = next((name for path, name in analyses.items() if nb.endswith(path)), None)
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
         return
-    print("\n".join(headline(run_dir)))
-    print(f"results in words → {paths.results_path(run_dir)}")
+    words = paths.results_path(run_dir) if ran else paths.cues_results_path(run_dir)  # a run analysis: its own words
+    print("\n".join(headline(run_dir, words)))
+    print(f"results in words → {words}")
     print(f"report → {write_report(run_dir, ran, warn=_warn)}")
 
 
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="write {run_dir}/report.html from the run's executed analysis (no code)")
     rp.add_argument("run_dir")
     rp.add_argument("--study", help="registered study (default: the one whose dataset the run holds)")
-    sub.add_parser("studies", help="list the registered studies")
+    sub.add_parser("studies", help="list the studies and the analyses of any run (the cue profile)")
     sub.add_parser("where", help="print the project root and where the shipped notebooks and parameter files are")
     cl = sub.add_parser("colab-links", help="point every notebook's Colab badge and setup cell at the repository set in "
                                             "nbutils/colab.py (a fork: set REPOSITORY there first, or pass --repository)")
@@ -180,10 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
             return 0
         if args.command == "studies":
-            from .studies import REGISTRY
+            from .studies import listing
 
-            for s in REGISTRY.values():
-                print(f"{s.name:14s} {s.scorer:9s} {s.dataset_file:18s} {s.description}")
+            print("\n".join(listing()))
             return 0
         if args.command == "where":
             from . import paths

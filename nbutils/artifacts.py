@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import paths, runlock
+from .spreadsheet import FORMULA_START, GUARD, read_table, spreadsheet_safe  # noqa: F401 (a run's CSV tables)
 
 TRACKED_PACKAGES = ("llm-bias-probes", "torch", "transformers", "accelerate", "gguf", "bitsandbytes", "numpy",
                     "pandas", "pyarrow", "scipy", "statsmodels", "seaborn", "papermill")
@@ -167,55 +168,6 @@ def write_text(text: str, path: str | Path) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-# OWASP's list for CSV injection: a text cell starting with one of these gets GUARD in front in a CSV (and so does one
-# starting with GUARD, so that read_table can take it off again)
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-GUARD = "'"
-
-
-def _guard(v):
-    """``v`` with GUARD in front when it is text a spreadsheet would run (a number written as text is left)."""
-    try:
-        number = isinstance(v, str) and v == v.strip() and float(v) is not None  # "-0.25": a spreadsheet reads a number
-    except ValueError:
-        number = False
-    return GUARD + v if isinstance(v, str) and v.startswith((*FORMULA_START, GUARD)) and not number else v
-
-
-def _unguard(v):
-    return v[1:] if isinstance(v, str) and v.startswith(GUARD) else v
-
-
-def _map_text(df: pd.DataFrame, fn) -> pd.DataFrame:
-    """``fn`` applied to every cell of ``df``'s text columns and to its text column names and row labels."""
-    def text(dtype) -> bool:
-        return dtype == object or isinstance(dtype, (pd.StringDtype, pd.CategoricalDtype))
-
-    def labels(index: pd.Index) -> pd.Index:
-        if isinstance(index, pd.MultiIndex):
-            return pd.MultiIndex.from_tuples([tuple(map(fn, t)) for t in index], names=index.names)
-        return pd.Index([fn(v) for v in index], name=index.name) if text(index.dtype) else index
-
-    out = df.copy()
-    for i in range(out.shape[1]):
-        if text(out.iloc[:, i].dtype):
-            out.isetitem(i, out.iloc[:, i].map(fn))
-    out.columns, out.index = labels(out.columns), labels(out.index)
-    return out
-
-
-def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every text cell, column name and row label a spreadsheet would run as a formula (it starts with
-    ``=``, ``+``, ``-``, ``@``, a tab or a carriage return, and is not a number written as text such as ``-0.25``)
-    prefixed with a single quote, and one that starts with a quote given a second; all else is left as it is."""
-    return _map_text(df, _guard)
-
-
-def read_table(path: str | Path, **kwargs) -> pd.DataFrame:
-    """A run's CSV table as the data it was written: ``pd.read_csv(path, **kwargs)``, ``spreadsheet_safe`` undone."""
-    return _map_text(pd.read_csv(path, **kwargs), _unguard)
-
-
 def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool = False,
                 float_format: str = "%.3f") -> list[Path]:
     """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically; the CSV ``spreadsheet_safe``
@@ -223,8 +175,10 @@ def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: 
     stem = Path(stem)
     safe = spreadsheet_safe(df)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: safe.to_csv(p, index=index))]
-    if latex:
-        tex = df.to_latex(index=index, float_format=float_format, na_rep="--")
+    if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.latex)
+        from .latex import table
+
+        tex = table(df, float_format=float_format, index=index)
         paths.append(atomic_write(stem.with_suffix(".tex"), lambda p: p.write_text(tex)))
     return paths
 
@@ -374,7 +328,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
     leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
-    own are written. ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
+    own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
+    ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
     tell when they changed or disappeared since. Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
         return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
@@ -401,6 +356,11 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         plt.close(fig)
     if a.text:
         files.append(write_text(a.text, paths.results_path(run)))
+    if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
+        from .headline import entries
+
+        a.summary["headline"] = json_clean(entries(a.summary))
+        a.summary["analysed"] = now_utc()  # a report refuses an executed notebook older than this
     a.summary["inputs"] = analysis_inputs(run)
     files.append(write_json(a.summary, paths.summary_path(run)))
     a.files = files

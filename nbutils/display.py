@@ -149,8 +149,8 @@ def view(tables: dict, name: str, key: list[str] | None = None, *, empty: str | 
     df = tables.get(name)
     if df is not None and query:
         df = df.query(query)
-    if df is None or len(df) == 0:
-        return Markdown(f"*{name}: {empty or 'no rows on this run'}*")
+    if df is None or len(df) == 0:  # marked, so that a report leaves out a section with nothing else to show
+        return Markdown(f"*{name}: {empty or 'no rows on this run'}*", metadata={"nbutils": "empty"})
     if not isinstance(df.index, pd.RangeIndex):  # its labels are columns of the view and of the column count
         df = df.reset_index()
     n = len(df)

@@ -8,12 +8,18 @@ writes through a link, and the kernel's stderr goes to the run's log. A failed n
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import adapters, artifacts, parameters, paths, runlock
+
+
+WATCHED = ("score.ipynb",)  # notebooks that score rows: ``run_notebook`` prints their progress to the terminal
+PROGRESS_EVERY = 20.0  # seconds between two progress lines
 
 
 def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
@@ -67,7 +73,7 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = artifacts.temp_beside(output, ".running.ipynb")
     try:
-        with _stderr_to(paths.kernel_log(output)):
+        with _stderr_to(paths.kernel_log(output)), _under_papermill():
             pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
                                 cwd=str(paths.root()), progress_bar=progress, log_output=False)
     except OSError as err:
@@ -77,6 +83,21 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
         if tmp.exists() and tmp.stat().st_size:
             os.replace(tmp, output)
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _under_papermill():
+    """Tell the kernel it runs under papermill (it inherits this process's environment), so that an analysis's last
+    cell leaves the report to the command that runs it (``nbutils.report_live``)."""
+    before = os.environ.get(paths.PAPERMILL_ENV)
+    os.environ[paths.PAPERMILL_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(paths.PAPERMILL_ENV, None)
+        else:
+            os.environ[paths.PAPERMILL_ENV] = before
 
 
 @contextmanager
@@ -125,8 +146,55 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
         execute(notebook, out, params, kernel)
         return out
     with runlock.hold(run_dir, f"running {notebook} on"):
-        execute(notebook, out, params, kernel)
+        if nb.name in WATCHED:  # scoring: rows done, rate and ETA on the terminal, as a sweep prints them
+            with Progress(run_dir, "", PROGRESS_EVERY, who="run"):
+                execute(notebook, out, params, kernel)
+        else:
+            execute(notebook, out, params, kernel)
     return out
+
+
+class Progress:
+    """Prints rows done / total, rate and ETA of the model being scored, read from the engine's progress file (every
+    ``every`` seconds, when it changed); ``slug`` "" watches whichever model the run is scoring."""
+
+    def __init__(self, run_dir, slug: str, every: float = 20.0, who: str = "sweep"):
+        self.run_dir, self.slug, self.every, self.who = run_dir, slug, every, who
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        last = None
+        while not self.stop.wait(self.every):
+            files = sorted(paths.partial_dir(self.run_dir).glob(f"{self.slug}*.progress.json"), key=_mtime)
+            if not files:
+                continue
+            try:
+                p = json.loads(files[-1].read_text())
+            except (OSError, ValueError):
+                continue
+            if p == last:
+                continue
+            last = p
+            rate = p.get("rows_per_second") or 0
+            eta = (p["n_planned"] - p["n_done"]) / rate if rate else float("nan")
+            who = self.slug or files[-1].name.split(".progress")[0]
+            print(f"[{self.who}] {who}: {p['n_done']}/{p['n_planned']} rows, {rate:.2f}/s, ETA {eta / 60:.1f} min",
+                  flush=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed as the run finished
+        return 0.0
 
 
 def check_output(output: str, source: Path, record: Path | None = None) -> Path:

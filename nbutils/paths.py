@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT_ENV = "NBUTILS_ROOT"
 SAMPLES = "outputs/samples"  # the scored sample runs that ship (scripts/make_sample.sh makes them): read-only
+PAPERMILL_ENV = "NBUTILS_UNDER_PAPERMILL"  # set while papermill runs a notebook (its kernel inherits it)
 SHIPPED = ("notebooks", "params")  # top-level folders of the repository that are also packed into the package
 BUNDLED = Path(__file__).resolve().parent / "_bundled"  # their packed copy (present in a built wheel only)
 

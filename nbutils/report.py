@@ -22,10 +22,14 @@ from pathlib import Path
 from typing import Callable
 
 from . import artifacts, paths, runlock, studies
-from .report_html import cell_html, items_html, page
+from markupsafe import Markup
+
+from .headline import table_rows
+from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
 ALL_ITEMS = 5000  # items (all models together) the report's browser holds every one of
+FOLD_TEXT = 900  # a text longer than this shows its first paragraph; the rest is folded
 KEEP = 500  # beyond that: this many most confident errors and this many closest calls
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
 
@@ -54,8 +58,10 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     analyze = record.notebooks["analyze"]
     nb = _read(_executed(run, analyze), analyze, run)
     summary = _summary(run, analyze)
+    _fresh(run, analyze, nb, summary)
     alerts = _input_changes(run, analyze, summary, nb)
-    cells = _ordered(nb)
+    cells = list(nb.cells)
+    title_cell = cells.pop(0) if cells and cells[0].cell_type == "markdown" else None
     for extra_nb in studies.RUN_ANALYSES.values():  # run analyses the sweep ran after the study's (the cue profile)
         extra = next((p for p in (paths.executed_notebook(run, extra_nb), paths.legacy_executed_notebook(run, extra_nb))
                       if p.is_file()), None)
@@ -66,12 +72,111 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
                 alerts.append(f"left out of this page: {err}")
     for line in alerts:
         (warn or (lambda _: None))(line)
-    title, rest = (cells[:1], cells[1:]) if cells and cells[0].cell_type == "markdown" else ([], cells)
-    html = page(f"{record.name} · {run.name}", [cell_html(c) for c in title], _about(run, record.name, nb, summary),
-                 alerts, [cell_html(c) for c in rest], _items_section(run, record.name, summary))
+    question, method = _title_parts(title_cell)
+    sections = _sections(cells)
+    figure, caption = _figure_one(sections)
+    if method.strip():
+        sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
+            nbformat_markdown("## How this analysis works\n\n" + method))]})
+    scored = (summary.get("inputs") or {}).get("score_files")
+    models = sorted(Path(n).stem for n in scored) if scored else sorted(
+        {r.get("model") for r in summary.get("records") or [] if r.get("model")})
+    words = paths.results_path(run).read_text(encoding="utf-8")
+    top = {"question": question, "table": headline_table(table_rows(summary)), "figure": figure, "caption": caption,
+           "words": cell_html(nbformat_markdown(words))}
+    anchors = [(f"s{i}", s["title"]) for i, s in enumerate(sections)]
+    items = _items_section(run, record.name, summary)
+    toc = anchors + ([("items", "Items")] if items else [])
+    title = f"{record.name}: {', '.join(models) or 'no model'} · run {run.name}"
+    html = page(title, top, _about(run, record.name, nb, summary), alerts, toc,
+                [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)], items)
     out = paths.report_path(run)
     artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
+
+
+def nbformat_markdown(text: str):
+    import nbformat
+
+    return nbformat.v4.new_markdown_cell(text)
+
+
+def _title_parts(cell) -> tuple[str, str]:
+    """The notebook's question (its title without the step's number) and the rest of its first cell (the method)."""
+    if cell is None:
+        return "", ""
+    lines = _BADGE.sub("", cell.source).strip().splitlines()
+    if not lines or not lines[0].startswith("#"):
+        return "", "\n".join(lines)
+    head = re.sub(r"(^|·)\s*\d+\s*·\s*", r"\1 ", lines[0].lstrip("# ")).strip(" ·")  # the step's number
+    question = head.split(":", 1)[1].strip() if ":" in head else head
+    return question[:1].upper() + question[1:], "\n".join(lines[1:]).strip()
+
+
+def _heading(cell) -> str | None:
+    if cell.cell_type != "markdown" or not cell.source.lstrip().startswith("#"):
+        return None
+    return cell.source.lstrip().splitlines()[0].lstrip("#").strip().strip("`")
+
+
+def _sections(cells: list) -> list[dict]:
+    """The cells as sections, one per heading: the study's results in words left out (the page shows them first), and
+    so is a section whose code showed nothing (only stdout, or a table with no rows): no section without content."""
+    sections: list[dict] = []
+    for c in cells:
+        title = _heading(c)
+        if title is not None or not sections:
+            sections.append({"title": title or "", "cells": [], "code": 0, "shown": 0})
+            if c.cell_type == "markdown" and c.source.lstrip().startswith("# "):  # a second notebook's title: its
+                c.source = "#" + c.source.lstrip()  # introduction, a section of text (its setup cells show nothing)
+                sections[-1]["prose"] = True
+        sec = sections[-1]
+        sec["cells"].append(c)
+        if c.cell_type == "code":
+            sec["code"] += 1
+            sec["shown"] += bool(c.get("outputs"))
+        elif c.cell_type == "markdown" and (title is None or len(c.source.strip().splitlines()) > 1):
+            sec["text"] = True
+    words = next((s for s in sections if s["title"].startswith(RESULTS_HEADING.lstrip("# "))), None)
+    kept = [s for s in sections if (s["shown"] or (s.get("text") and (s.get("prose") or not s["code"])))
+            and s is not words]  # the study's results in words are at the top of the page
+    for s in kept:
+        s["html"] = [_prose(c) for c in s["cells"]]
+    return kept
+
+
+def _prose(cell):
+    """A cell as HTML; a long text (a method's description) shows its heading and first paragraph, the rest folded."""
+    text = cell.source.strip() if cell.cell_type == "markdown" else ""
+    paragraphs = text.split("\n\n")
+    if len(text) <= FOLD_TEXT or len(paragraphs) < 2:
+        return cell_html(cell)
+    lead = 2 if paragraphs[0].startswith("#") and "\n" not in paragraphs[0] else 1
+    rest = "\n\n".join(paragraphs[lead:])
+    if not rest.strip():
+        return cell_html(cell)
+    return cell_html(nbformat_markdown("\n\n".join(paragraphs[:lead]))) + Markup(
+        '<details class="prose"><summary>more on the method</summary>{}</details>').format(
+        cell_html(nbformat_markdown(rest)))
+
+
+def _figure_one(sections: list[dict]) -> tuple:
+    """Figure 1 for the top of the page (the first figure of a section named "Figure 1…", else the first figure),
+    taken out of its section (a section left with nothing else goes too)."""
+    order = sorted(range(len(sections)), key=lambda i: not sections[i]["title"].lower().startswith("figure 1"))
+    for i in order:
+        for c in sections[i]["cells"]:
+            for out in c.get("outputs", []) if c.cell_type == "code" else []:
+                if any(m in out.get("data", {}) for m in ("image/png", "image/jpeg", "image/svg+xml")):
+                    figure = _output_html(out)
+                    c.outputs = [o for o in c.outputs if o is not out]
+                    sec = sections[i]
+                    sec["html"] = [_prose(x) for x in sec["cells"]]
+                    name = sec["title"] if sec["title"].lower().startswith("figure") else f"Figure 1: {sec['title']}"
+                    if not any(x.get("outputs") for x in sec["cells"] if x.cell_type == "code"):
+                        sections.pop(i)
+                    return figure, name
+    return Markup(""), ""
 
 
 def _items_section(run: Path, study: str, summary: dict):
@@ -89,7 +194,7 @@ def _items_section(run: Path, study: str, summary: dict):
     reported = {r.get("model") for r in summary.get("records") or []} & set(df["model"])
     if reported:
         df = df[df["model"].isin(reported)].copy()
-    total, every = len(df), f"python -m nbutils show {run}"
+    total, every = len(df), f"python -m nbutils show {_where(run)}"
     if total <= ALL_ITEMS:
         intro = (f"Every scored item ({total:,}), one row per item and model: click a row's question to read its whole "
                  f"prompt, a column's name to sort by it; the box filters. In a terminal: {every} (--wrong, --closest "
@@ -108,6 +213,14 @@ def _items_section(run: Path, study: str, summary: dict):
     intro = (f"This run has {total:,} scored items (one per item and model); the page holds {what} ({len(shown):,} "
              f"rows). Every item: {every} --jsonl, or filtered: --wrong, --closest N, --where KEY=VALUE.")
     return items_html(shown, intro, df.attrs["notes"])
+
+
+def _where(run: Path) -> str:
+    """The run as a command names it on the page: relative to the project (``outputs/demo``), never a machine's path."""
+    try:
+        return run.resolve().relative_to(paths.root().resolve()).as_posix()
+    except ValueError:
+        return "RUN_DIR"
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole
@@ -164,7 +277,7 @@ def _read(executed: Path, notebook: str, run: Path):
     Colab badge."""
     again = f"`python -m nbutils run {notebook} -p run_dir {run}`"
     nb = _notebook(executed, f"{again} again")
-    pm = nb.metadata.get("papermill") or {}
+    pm = ran_by(nb)
     if not pm:
         raise ReportError(f"report: {executed} was not run by papermill, so nothing says it ran to its end; run {again}")
     if pm.get("input_path") and not Path(pm["input_path"]).as_posix().endswith(notebook):
@@ -177,6 +290,8 @@ def _read(executed: Path, notebook: str, run: Path):
                                   f"({out.get('ename')}: {out.get('evalue')}); fix it and run {again} again")
     unfinished = [c for c in nb.cells if c.cell_type == "code"
                   and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
+    if pm.get("interactive"):  # written by its own last cell (``live``): every cell before it ran
+        unfinished = []
     if not pm.get("end_time") or unfinished or pm.get("exception"):
         raise ReportError(f"report: the analysis in {executed} did not finish (it started {pm.get('start_time')}; "
                           f"{len(unfinished)} cell(s) never completed: the kernel was killed or is still running); "
@@ -188,6 +303,25 @@ def _read(executed: Path, notebook: str, run: Path):
             cell.source = _BADGE.sub("", cell.source)
     nb.cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
     return nb
+
+
+def ran_by(nb) -> dict:
+    """When and from which notebook an executed notebook ran: papermill's record, or the one its own last cell wrote
+    when it ran in JupyterLab or nbclient (``interactive`` True)."""
+    return nb.metadata.get("papermill") or nb.metadata.get("nbutils") or {}
+
+
+def _fresh(run: Path, analyze: str, nb, summary: dict) -> None:
+    """Refuse an executed analysis older than the run's ``summary.json``: the analysis ran again since (in JupyterLab,
+    say) and the page would show the earlier one's tables beside the newer results."""
+    made, ended = summary.get("analysed"), ran_by(nb).get("end_time")
+    if not made or not ended:
+        return
+    if datetime.fromisoformat(made) > datetime.fromisoformat(ended):
+        raise ReportError(f"report: {paths.summary_path(run)} was written at {made}, after the executed analysis in "
+                          f"{run / 'notebooks'} ended ({ended}): the analysis ran again outside this run's record. Run "
+                          f"`python -m nbutils run {analyze} -p run_dir {run}` (it writes both and the report), or run "
+                          "the notebook to its end in JupyterLab (its last cell writes the report)")
 
 
 def _summary(run: Path, analyze: str) -> dict:
@@ -212,7 +346,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
         if not now:
             alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
                           f"no longer in it; {again}.")
-        ran = (nb.metadata.get("papermill") or {}).get("start_time")
+        ran = ran_by(nb).get("start_time")
         newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
         if newer:
             alerts.append(f"score files written after this analysis ran ({', '.join(newer)}): {again}.")
@@ -241,45 +375,30 @@ def _created(sidecar: Path) -> datetime:
 
 
 def _noise(out) -> bool:
-    """An output a reader of the report does not need: stderr, or a bare repr."""
+    """An output a reader of the report does not need: a stream (progress, warnings, lines printed for the notebook's
+    reader, file paths), a bare repr, or a table view saying it has no rows (``nbutils.display.view``)."""
     if out.get("output_type") == "stream":
-        return out.get("name") == "stderr"
-    return out.get("output_type") == "execute_result" and set(out.get("data", {})) <= {"text/plain"}
-
-
-def _results_section(cells: list) -> tuple[list, list]:
-    """The notebook's "Results in words" section (its heading cell up to the next markdown heading) and the rest."""
-    start = next((i for i, c in enumerate(cells)
-                  if c.cell_type == "markdown" and c.source.lstrip().startswith(RESULTS_HEADING)), None)
-    if start is None:
-        return [], cells
-    end = next((j for j in range(start + 1, len(cells))
-                if cells[j].cell_type == "markdown" and cells[j].source.lstrip().startswith("#")), len(cells))
-    return cells[start:end], cells[:start] + cells[end:]
-
-
-def _ordered(nb) -> list:
-    """The notebook's cells in report order: its title, its "Results in words" section (the paragraph the analysis
-    also writes to the run's results file), then everything else."""
-    cells = list(nb.cells)
-    title = [cells.pop(0)] if cells and cells[0].cell_type == "markdown" else []
-    results, rest = _results_section(cells)
-    return title + results + rest
+        return True
+    if any((m or {}).get("nbutils") == "empty" for m in (out.get("metadata") or {}).values() if isinstance(m, dict)) \
+            or (out.get("metadata") or {}).get("nbutils") == "empty":
+        return True
+    return out.get("output_type") in ("execute_result", "display_data") and set(out.get("data", {})) <= {"text/plain"}
 
 
 def _about(run: Path, study: str, nb, summary: dict) -> dict:
     """Which run, study and score files the page shows, and when the analysis ran (as recorded in the files, so a
     copied run keeps them)."""
-    ran = (nb.metadata.get("papermill") or {}).get("start_time")
+    ran = ran_by(nb).get("start_time")
     recorded = (summary.get("inputs") or {}).get("score_files")
     names = sorted(recorded) if recorded is not None else [p.name for p in paths.analysable_score_files(run)]
-    return {"run": str(run), "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
+    return {"run": run.name, "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 
 
-def headline(run_dir) -> list[str]:
-    """The results in words for a terminal: ``results.md``'s title and findings (its list items), as plain text."""
-    path = paths.results_path(run_dir)
+def headline(run_dir, path=None) -> list[str]:
+    """The results in words for a terminal: ``results.md``'s (or ``path``'s) title and findings (its list items), as
+    plain text."""
+    path = Path(path) if path is not None else paths.results_path(run_dir)
     if not path.is_file():
         return []
     paragraphs = [p.strip() for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]

@@ -18,6 +18,8 @@ from copy import copy
 
 from markupsafe import Markup
 
+FOLD_ROWS = 8  # a table of more rows than this is folded away (a click opens it)
+FOLD_CHARS = 2500  # and so is a table of fewer rows holding more text than this (long notes)
 MAX_COLUMNS = 11  # a table shown with more columns than this is split into parts (each repeating the naming columns)
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src {script}; object-src 'none'; "
        "base-uri 'none'; form-action 'none'")
@@ -64,7 +66,7 @@ def _output_html(out) -> Markup:
         b64 = base64.b64encode(data["image/svg+xml"].encode()).decode()
         return Markup('<img src="data:image/svg+xml;base64,{}" alt="figure">').format(b64)
     if "text/html" in data:
-        return Markup('<div class="table">{}</div>').format(_clean_table(data["text/html"]))
+        return _folded(_clean_table(data["text/html"]))
     if "text/markdown" in data:
         return _markdown(data["text/markdown"])
     if "text/plain" in data:
@@ -94,6 +96,41 @@ def _clean_table(html: str) -> Markup:
             text.replace_with(*nodes, pieces[-1])
     style = "".join(f"<style>{s}</style>" for s in styles if _CSS_SAFE.match(s))
     return Markup(style + str(soup))
+
+
+def _folded(table: Markup) -> Markup:
+    """A table of more than ``FOLD_ROWS`` rows (or ``FOLD_CHARS`` characters) folded away (``<details>``), its caption
+    naming it and its size; a shorter one as it is."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(str(table), "html.parser")
+    rows = max((len(t.select("tbody > tr")) for t in soup.find_all("table")), default=0)
+    if rows <= FOLD_ROWS and len(soup.get_text()) <= FOLD_CHARS:
+        return Markup('<div class="table">{}</div>').format(table)
+    caption = soup.find("caption")
+    name = caption.get_text(" ", strip=True).split(":")[0] if caption else "the table"
+    return Markup('<details class="table"><summary>{} ({} rows): show</summary>{}</details>').format(name, rows, table)
+
+
+def headline_table(rows: list[dict]) -> Markup:
+    """The run's headline tests, one row per model and what is tested (``nbutils.headline.table_rows``); the columns
+    of accuracies shown only when a study records them."""
+    import jinja2
+
+    if not rows:
+        return Markup("")
+    cols = [c for c in HEADLINE_COLUMNS if any(r.get(c[0]) for r in rows)]
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return Markup(env.from_string(_HEADLINE).render(cols=cols, rows=rows))
+
+
+HEADLINE_COLUMNS = [("model", "model"), ("what", "what is tested"), ("acc_up", "accuracy upward"),
+                    ("acc_down", "accuracy downward"), ("gap", "gap"), ("estimate", "estimate, 95% CI"), ("p", "p"),
+                    ("test", "test")]
+_HEADLINE = """<table class="headline"><thead><tr>{% for c in cols %}<th>{{ c[1] }}</th>{% endfor %}</tr></thead>
+<tbody>{% for r in rows %}<tr{% if r.verdict in ("more", "less", "effect") %} class="evidence"{% endif %}>
+{%- for c in cols %}<td class="{{ c[0] }}">{{ r.get(c[0]) or "" }}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>"""
 
 
 def _split_wide(table, soup) -> None:
@@ -153,9 +190,19 @@ _TEMPLATE = """<!DOCTYPE html>
 <body>
 <main>
 {% for alert in alerts %}<div class="alert" role="alert"><strong>Warning:</strong> {{ alert }}</div>
-{% endfor %}{% for part in heading %}{{ part }}
-{% endfor %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }} · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}{% endif %}</p>
-{% for part in body %}{{ part }}
+{% endfor %}<h1>{{ title }}</h1>
+{% if top.question %}<p class="question">{{ top.question }}</p>
+{% endif %}<p class="about"><strong>Run</strong> <code>{{ about.run }}</code> · <strong>study</strong> {{ about.study }}
+ · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}
+{%- endif %}</p>
+<section class="finding" id="finding">
+{{ top.table }}
+<div class="finding-grid"><div class="words">{{ top.words }}</div>
+{% if top.figure %}<figure>{{ top.figure }}<figcaption>{{ top.caption }}</figcaption></figure>{% endif %}</div>
+</section>
+{% if toc %}<nav class="toc" aria-label="contents"><h2>Contents</h2><ol>
+{%- for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>{% endfor %}</ol></nav>
+{% endif %}{% for id, part in sections %}<section class="part" id="{{ id }}">{{ part }}</section>
 {% endfor %}{{ items }}</main>
 {% if items %}<script>{{ script }}</script>
 {% endif %}</body>
@@ -163,15 +210,19 @@ _TEMPLATE = """<!DOCTYPE html>
 """
 
 
-def page(title: str, heading: list, about: dict, alerts: list[str], body: list, items: Markup = Markup("")) -> str:
-    """The page from its parts: strings are escaped by the template; only the parts built above as ``Markup`` (already
-    escaped or cleaned) go in as HTML. ``items``: the item browser (``items_html``), with its script."""
+def page(title: str, top: dict, about: dict, alerts: list[str], toc: list, sections: list,
+         items: Markup = Markup("")) -> str:
+    """The page from its parts: the finding first (``top``: the question, the headline table, the results in words
+    and Figure 1), then the contents and the sections (``toc``: (anchor, name) pairs; ``sections``: (anchor, HTML)).
+    Strings are escaped by the template; only the parts built as ``Markup`` (already escaped or cleaned) go in as
+    HTML. ``items``: the item browser (``items_html``), with its script."""
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     csp = CSP.format(script=f"'{SCRIPT_HASH}'" if items else "'none'")
-    return env.from_string(_TEMPLATE).render(csp=csp, title=title, css=Markup(_CSS + _ITEMS_CSS), heading=heading,
-                                             about=about, alerts=alerts, body=body, items=items,
+    top = {"question": "", "table": Markup(""), "words": Markup(""), "figure": Markup(""), "caption": "", **top}
+    return env.from_string(_TEMPLATE).render(csp=csp, title=title, css=Markup(_CSS + _ITEMS_CSS), top=top,
+                                             about=about, alerts=alerts, toc=toc, sections=sections, items=items,
                                              script=Markup(ITEMS_SCRIPT))
 
 
@@ -181,6 +232,7 @@ _ITEMS = """<section class="items" id="items">
 <p class="note">{{ line }}</p>{% endfor %}
 <p><input type="search" placeholder="filter: words every shown row contains" aria-label="filter the items" hidden>
 <span class="count">{{ rows|length }} items</span></p>
+<details class="items"><summary>{{ rows|length }} items: show them</summary>
 <table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button"
  data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>
 {%- endfor %}</tr></thead>
@@ -189,7 +241,7 @@ _ITEMS = """<section class="items" id="items">
 <td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details>
 </td></tr>
 {%- endfor %}
-</tbody></table>
+</tbody></table></details>
 </section>"""
 
 
@@ -278,7 +330,7 @@ code { font: 0.9em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; bac
        border-radius: 4px; overflow-wrap: anywhere; }
 pre { font: 12.5px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #f6f8fa; padding: 10px 12px;
       border-radius: 6px; white-space: pre-wrap; overflow-wrap: anywhere; }
-img { max-width: 100%; height: auto; display: block; margin: 8px 0; }
+img { max-width: 100%; max-height: 640px; width: auto; height: auto; display: block; margin: 8px 0; }
 .alert { background: #ffebe9; border: 2px solid #cf222e; color: #82071e; padding: 10px 14px; margin: 0 0 12px;
          border-radius: 6px; font-weight: 500; }
 .about { color: #444; }
@@ -294,6 +346,26 @@ thead th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 caption { caption-side: bottom; text-align: left; font-size: 0.85em; color: #555; overflow-wrap: anywhere; }
 .text table th, .text table td { text-align: left; }
+.question { font-size: 1.1em; color: #444; margin-top: -0.4em; }
+.finding { border: 1px solid #d0d7de; border-radius: 6px; padding: 4px 14px 8px; background: #fcfdfe; }
+table.headline { font-size: 13px; margin: 8px 0; }
+table.headline td, table.headline th { text-align: left; }
+table.headline td.acc_up, table.headline td.acc_down, table.headline td.gap, table.headline td.p { text-align: right;
+                                                                                  white-space: nowrap; }
+table.headline tr.evidence td { font-weight: 600; }
+.finding-grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 430px); gap: 18px; align-items: start; }
+.finding-grid .words { font-size: 14px; }
+.finding-grid .words li { margin-bottom: 4px; }
+.finding figure { margin: 0; }
+.finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
+figcaption { font-size: 0.85em; color: #555; }
+.toc ol { columns: 2; margin: 0; }
+details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da;
+                                                                            margin: 6px 0; }
+@media print { body { font-size: 13px; } .finding-grid { grid-template-columns: minmax(0, 1fr) minmax(0, 300px); }
+               section.items { display: none; } img { max-height: 420px; width: auto; }
+               section.part, .finding { break-inside: auto; } }
+@media screen and (max-width: 760px) { .finding-grid { grid-template-columns: 1fr; } }
 """
 _ITEMS_CSS = """
 .items input { width: 28em; max-width: 100%; font: inherit; padding: 3px 6px; margin-right: 1em; }

@@ -49,10 +49,10 @@ METHODS = {
     "cue_accuracy_test": "Newcombe CI, Fisher's exact test, Holm-adjusted p",
     "cue_distribution_test": "Fisher's exact test",
     "mcnemar_vs_baseline": "exact McNemar test, Holm",
-    "glmm_models": "binomial GLMM of model × upward, prompt random intercept, lme4, likelihood-ratio test",
-    "gee_models": "logistic GEE of model × upward clustered by prompt, bias-reduced SE, Wald z",
-    "firth_models": "Firth's penalised logistic regression of model × upward per threshold, their mean tested "
-                    "with t(K−1)",
+    # a comparison's test of model × upward: its sentence says what is compared (one gap minus the other) already
+    "glmm_models": "binomial GLMM, prompt random intercept, lme4, likelihood-ratio test",
+    "gee_models": "logistic GEE clustered by prompt, bias-reduced SE, Wald z",
+    "firth_models": "Firth's penalised logistic regression per threshold, their mean tested with t(K−1)",
     "mcnemar_models": "exact McNemar test of equal accuracy on the same prompts",
     "dif_vs_accuracy_regression": "OLS, one point per model",
     "lmm_negation_satterthwaite": "linear mixed model, lme4, Satterthwaite t",
@@ -189,6 +189,15 @@ def _fmt_distinct(x: float, null: float, fmt: Callable, digits: int) -> str:
     return fmt(x, d)
 
 
+def _ci_digits(lo: float, hi: float, null: float, fmt: Callable, digits: int) -> int:
+    """The digits (up to 6) a significant result's interval needs so that no bound that is not the null prints as
+    the null: ``[1.004, 1.82]``, never ``[1.00, 1.82]`` beside ``p < .05``."""
+    d = digits
+    while d < 6 and any(b != null and fmt(b, d) == fmt(null, d) for b in (lo, hi)):
+        d += 1
+    return d
+
+
 def _unreadable(record: dict, h: dict, alpha: float) -> str | None:
     """Why the record's numbers cannot be printed, or None."""
     if not record.get("valid", True):
@@ -237,7 +246,8 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     ci_unit = "%" if scale == "proportion" else ""
     bits = [f"{h.get('symbol', 'estimate')} = {text}{unit}"]
     if _finite(lo) and _finite(hi):
-        bits.append(fmt_ci(lo, hi, fmt=lambda v: fmt(v, digits), unit=ci_unit))
+        ci_digits = _ci_digits(lo, hi, null, fmt, digits) if claims_side else digits
+        bits.append(fmt_ci(lo, hi, fmt=lambda v: fmt(v, ci_digits), unit=ci_unit))
     p = record.get("p")
     if _finite(p):
         bits.append(fmt_p(p, alpha))
@@ -277,18 +287,25 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
     return "more" if est > null else "less"  # _unreadable has ruled out the null and the side a test ignores
 
 
-def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *, who: bool = True) -> str:
+def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *, who: bool = True,
+             reasons: bool = True) -> str:
     """One record in words: the verdict in the words of the side the data point to, then the numbers, then what
     was tested and how. ``records`` (the run's other records) let a fallback headline name why the test it stands
-    in for is not estimable; ``who=False`` leaves out the model and condition (a line that names them already)."""
+    in for is not estimable; ``who=False`` leaves out the model and condition (a line that names them already).
+    ``reasons=False``: a record that is not estimable, and the test a fallback stands in for, say so in one clause
+    and leave why to the caveats (``fit_caveats``), so that a headline sentence stays short enough to paste."""
     h = claim_of(record)
     names = " · ".join(str(record[k]).replace("_", " ") if k == "condition" else str(record[k])
                        for k in ("model", "condition") if record.get(k)) if who else ""
     lead = f"{names} — " if names else ""
     what, method = h.get("what", "the estimate"), _method(record)
+    fallback = record.get("fallback_for")
+    if fallback and not reasons:
+        method += f"; standing in for the {METHODS.get(fallback, fallback).split(',')[0]}, not estimable here"
     v = verdict(record, alpha)
     if v == "invalid":
-        out = f"{lead}{what} ({method}): {phrase(record, alpha)}."
+        numbers = phrase(record, alpha) if reasons else "not estimable (why: see the caveats)"
+        out = f"{lead}{what} ({method}): {numbers}."
     else:
         numbers = phrase(record, alpha)
         if v in ("more", "less"):
@@ -299,8 +316,7 @@ def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *
             out = f"{lead}{what}: {numbers} ({method}; no test)."
         else:
             out = f"{lead}no evidence at α = {fmt_alpha(alpha)} that {_none_words(record, h)}: {numbers} ({method})."
-    fallback = record.get("fallback_for")
-    if fallback:
+    if fallback and reasons:
         out += " " + fallback_words(record, fallback, records)
     return out
 
@@ -394,15 +410,3 @@ def _precision_agreement(r: dict) -> str:
     ci = fmt_ci(100 * lo, 100 * hi, 1, unit="%") if _finite(lo) and _finite(hi) else ""
     return (f"Precision, {term}: the same answer on {fmt_num(100 * est, 1)}% of "
             f"{plural(n, 'prompt') if isinstance(n, int) else 'the prompts'}" + (f" ({ci})" if ci else "") + ".")
-
-
-def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
-                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
-    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
-    ``summary.json`` in words, and the caveats of the records that are not estimable."""
-    recs = headline_records(summary, select)
-    lines = [sentence(r, alpha, summary.get("records") or []) for r in recs]
-    if not lines:
-        lines = ["No headline test could be computed on this run."]
-    lines += note_lines(summary, alpha)
-    return paragraph(title, design, lines, list(caveats))

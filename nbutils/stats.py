@@ -158,19 +158,19 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
     if check_se and not (finite(se) and float(se) > 1e-6 * max(1.0, abs(float(estimate)) if finite(estimate) else 1.0)):
         out.append("singular Hessian: the standard error is not finite or is zero")
     if log_odds and finite(estimate) and abs(float(estimate)) > SEPARATION_LOG_ODDS:
-        out.append(f"an estimate beyond ±{SEPARATION_LOG_ODDS:g} log-odds: (quasi-)complete separation, the test is "
-                   "not reliable")
+        out.append(f"the log odds ratio is {float(estimate):.1f}: (quasi-)complete separation of the groups, so the "
+                   "test is not reliable")
     if log_odds and finite(ci_low) and finite(ci_high):
         decades = (float(ci_high) - float(ci_low)) / np.log(10)
         if decades > CI_DECADES_MAX:
-            out.append(f"the 95% CI spans {decades:.1f} orders of magnitude of the odds ratio, more than "
-                       f"{CI_DECADES_MAX:g}: the data do not locate the effect")
+            out.append(f"the 95% CI spans {decades:.1f} orders of magnitude of the odds ratio: the data do not locate "
+                       "the effect")
     for name, sd in (random_sd or {}).items():
         if not finite(sd):
             continue
         if float(sd) > SD_MAX:
-            out.append(f"the {name} random effect's SD is {float(sd):.1f} on the logit scale, over {SD_MAX:g}: the "
-                       f"variance component explodes, a quasi-separation by {name}")
+            out.append(f"the {name} random effect's SD is {float(sd):.1f} on the logit scale, implausibly large: a "
+                       f"quasi-separation by {name}")
         elif float(sd) < 1e-4:
             out.append(f"the {name} random effect's SD is at its boundary of 0, a singular fit")
     return out

@@ -8,14 +8,13 @@ copy.
 """
 from __future__ import annotations
 
-import json
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import artifacts, cluster, executors, paths, runlock, runstore, studies
+from .notebooks import Progress as _Progress
 from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
 
@@ -73,40 +72,6 @@ def _check_dataset(run: Path, record, sha: str, step: str) -> None:
 
 
 # ---------------------------------------------------------------- live progress from the engine's checkpoints
-
-class _Progress:
-    """Prints rows done / total, rate and ETA of the model being scored, read from the engine's progress file."""
-
-    def __init__(self, run_dir, slug: str, every: float = 20.0):
-        self.run_dir, self.slug, self.every = run_dir, slug, every
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        last = None
-        while not self.stop.wait(self.every):
-            files = sorted(paths.partial_dir(self.run_dir).glob(f"{self.slug}*.progress.json"))
-            if not files:
-                continue
-            try:
-                p = json.loads(files[-1].read_text())
-            except (OSError, ValueError):
-                continue
-            if p == last:
-                continue
-            last = p
-            rate = p.get("rows_per_second") or 0
-            eta = (p["n_planned"] - p["n_done"]) / rate if rate else float("nan")
-            print(f"[sweep] {self.slug}: {p['n_done']}/{p['n_planned']} rows, {rate:.2f}/s, ETA {eta / 60:.1f} min",
-                  flush=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-
 
 # ---------------------------------------------------------------- the sweep
 

@@ -34,35 +34,90 @@ def output_text(nb: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
-def tex_rows(path: str | Path) -> tuple[list[str], list[list[str]]]:
-    """Header and body cells of a ``to_latex`` table (booktabs rules)."""
+def tex_parts(path: str | Path) -> list[tuple[list[str], list[list[str]]]]:
+    """Header and body cells of each part of a table as ``nbutils.latex`` writes it (booktabs rules; a tabular, or a
+    longtable whose head and foot come before its rows)."""
     lines = Path(path).read_text().splitlines()
-    assert lines[0].startswith(r"\begin{tabular}") and lines[-1] == r"\end{tabular}", f"{path}: not a tabular"
-    mid, bottom = lines.index(r"\midrule"), lines.index(r"\bottomrule")
-    cells = [[c.strip() for c in line.strip().removesuffix(r"\\").split(" & ")] for line in lines[mid - 1:bottom]]
-    return cells[0], cells[2:]  # the header, then the rows after \midrule
+    parts, i = [], 0
+    while i < len(lines):
+        if lines[i] == r"\toprule":
+            header = _tex_cells(lines[i + 1])
+            j = lines.index(r"\midrule", i) + 1
+            if lines[j] == r"\endhead":
+                j = lines.index(r"\endfoot", j) + 1
+            rows = []
+            while not lines[j].startswith((r"\bottomrule", r"\end{")):
+                rows.append(_tex_cells(lines[j]))
+                j += 1
+            parts.append((header, rows))
+            i = j
+        i += 1
+    assert parts, f"{path}: no table"
+    return parts
+
+
+def _tex_cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().removesuffix(r"\\").split(" & ")]
 
 
 def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f") -> pd.DataFrame:
-    """``stem.tex`` has ``stem.csv``'s columns and rows, and every number of the CSV as ``float_format`` prints it
-    (the run's own format: ``%.3f`` unless a study writes its tables otherwise; NaN as ``--``, or empty where the CSV's
-    empty cell was an empty text); returns the CSV."""
+    """``stem.tex`` has ``stem.csv``'s columns (by their labels, each part repeating the naming columns) and rows,
+    and every number of the CSV as ``float_format`` prints it (the run's own format: ``%.3f`` unless a study writes
+    its tables otherwise; NaN as ``--``, or empty where the CSV's empty cell was an empty text); returns the CSV."""
+    from nbutils.latex import MAX_COLUMNS, _stacked, label
+
     stem = Path(stem)
     table = pd.read_csv(stem.with_suffix(".csv"))
-    header, rows = tex_rows(stem.with_suffix(".tex"))
-    assert header == list(table.columns), f"{stem.name}.tex columns {header}"
-    assert len(rows) == len(table), f"{stem.name}.tex has {len(rows)} rows, the CSV {len(table)}"
-    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool]
-    for row, (_, want) in zip(rows, table.iterrows()):
-        for col in numeric:
-            cell, value = row[header.index(col)], want[col]
-            if isinstance(value, float) and math.isnan(value):
-                # a CSV reads an empty text as NaN too
-                assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
-            else:
-                shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else float_format % value
-                assert cell == shown, f"{stem.name}.tex {col}: {cell} for {value}"
+    labels = {_stacked(label(c)): c for c in table.columns}
+    seen = []
+    for header, rows in tex_parts(stem.with_suffix(".tex")):
+        assert len(header) <= MAX_COLUMNS and all(h in labels for h in header), f"{stem.name}.tex header {header}"
+        assert len(rows) == len(table), f"{stem.name}.tex has {len(rows)} rows, the CSV {len(table)}"
+        seen += [labels[h] for h in header if labels[h] not in seen]
+        numeric = [c for c in (labels[h] for h in header)
+                   if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool]
+        for row, (_, want) in zip(rows, table.iterrows()):
+            for col in numeric:
+                cell, value = row[header.index(_stacked(label(col)))], want[col]
+                if isinstance(value, float) and math.isnan(value):
+                    # a CSV reads an empty text as NaN too
+                    assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
+                else:
+                    shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else float_format % value
+                    assert cell == shown.replace("%", r"\%"), f"{stem.name}.tex {col}: {cell} for {value}"
+    assert seen == list(table.columns), f"{stem.name}.tex columns {seen}"
     return table
+
+
+def assert_tables_compile(run: str | Path) -> list[str]:
+    """Every ``tables/*.tex`` of a run compiles with pdflatex in a plain article (the packages ``nbutils.latex``
+    names) and fits the page: no line more than 2 pt too wide. Returns the tables' names. Skips without pdflatex."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    from nbutils.latex import PACKAGES
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended)")
+    tables = sorted(Path(run, "tables").glob("*.tex"))
+    assert tables, f"{run}: no LaTeX tables"
+    with tempfile.TemporaryDirectory() as d:
+        for tex in tables:
+            doc = Path(d) / f"{tex.stem}.tex"
+            doc.write_text("\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage[margin=1in]{geometry}\n"
+                           f"\\usepackage{{{','.join(PACKAGES)}}}\n\\begin{{document}}\n\\input{{{tex.as_posix()}}}\n"
+                           "\\end{document}\n")
+            done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=d,
+                                  capture_output=True, text=True, timeout=120)
+            log = doc.with_suffix(".log").read_text(errors="replace")
+            assert done.returncode == 0, f"{tex.name} does not compile: {log[-1500:]}"
+            wide = [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)]
+            assert max(wide, default=0) <= 2, f"{tex.name} is {max(wide)} pt wider than the page"
+    return [t.stem for t in tables]
 
 
 def assert_figure(png: str | Path, min_size: tuple[int, int] = (400, 250)) -> None:

@@ -35,7 +35,7 @@ PKG = repo_root() / "nbutils"
 BANDS: dict[str, tuple[str, ...]] = {
     "cli": ("nbutils.__main__",),
     "sweep": ("nbutils.sweep",),
-    "report": ("nbutils.report", "nbutils.report_html", "nbutils.items", "nbutils.run_index"),
+    "report": ("nbutils.report", "nbutils.report_html", "nbutils.report_live", "nbutils.items", "nbutils.run_index"),
     "samples": ("nbutils.samples",),
     "cluster": ("nbutils.cluster",),
     "executors": ("nbutils.executors", "nbutils.scheduler"),

@@ -85,7 +85,8 @@ def test_the_cue_profile_in_words_names_the_cues_the_test_and_what_it_means():
     assert "400 classification instances" in text and "200 for testing" in text and "7 features" in text
     assert "`word:more` → Yes (cueness 2.20, Holm p = .007)" in text and "1 of the top 2 skew the labels" in text
     assert "m: 1 of the top 2 cues flagged as used" in text
-    assert ("prompts with `word:more` were answered better: difference = 25.0 points, 95% CI [5.0, 41.0], p = .024 "
+    assert ("prompts with `word:more` were answered better: difference = 25.0 points, unadjusted 95% CI [5.0, 41.0], "
+            "Holm-adjusted p = .024 "
             "(accuracy with `word:more` minus without it; Newcombe CI, Fisher's exact test, Holm-adjusted p)") in text
     assert "follow surface features" in text and "cannot be tested" in text
     none = results_text(_cue_summary(0))

@@ -179,3 +179,41 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
     assert code == 0, f"{where}: `{command}` was refused: {err.strip()}"
     if argv[0] in ("run", "sweep", "merge", "report"):
         assert calls, f"{where}: `{command}` did not reach its work"
+
+
+def test_nbutils_studies_lists_what_the_readme_lists(capsys):
+    """The README's table of studies and ``python -m nbutils studies`` name the same studies and run analyses, and the
+    install instructions name no package index (the package is installed from a clone or its git URL)."""
+    readme = (paths.repo_root() / "README.md").read_text()
+    table = readme.split("## The studies", 1)[1].split("\n\n")[1]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")]
+    assert cli.main(["studies"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    names = {"cue profiling": "cues"}
+    assert sorted(names.get(r, r.split(" (")[0]) for r in rows) == sorted(listed), (rows, listed)
+    for page in [paths.repo_root() / "README.md", *(paths.repo_root() / "docs").rglob("*.md")]:
+        assert not re.search(r"pip install \"?llm-bias-probes(\[[\w,]+\])?\"?(?!\s*@)(\s|`|$)", page.read_text()), page
+
+
+def test_nbutils_run_of_the_score_notebook_prints_rows_rate_and_eta(tmp_path, capsys):
+    """The lines a sweep prints while a model scores, printed by ``nbutils run`` of the score notebook too (read from
+    the engine's progress file); a notebook's progress bar updates about every 10% (a dozen outputs at most)."""
+    import json
+    import time
+
+    import math
+
+    from nbutils.engine.choices import bar_step, progress_bar
+
+    assert "score.ipynb" in notebooks.WATCHED
+    partial = paths.partial_dir(tmp_path)
+    partial.mkdir(parents=True)
+    with notebooks.Progress(tmp_path, "", every=0.05, who="run"):
+        (partial / "smollm2-135m-instruct.progress.json").write_text(
+            json.dumps({"n_done": 30, "n_planned": 120, "rows_per_second": 0.75}))
+        time.sleep(0.5)
+    assert "[run] smollm2-135m-instruct: 30/120 rows, 0.75/s, ETA 2.0 min" in capsys.readouterr().out
+    assert [bar_step(n) for n in (1, 9, 10, 60, 1001)] == [1, 1, 1, 6, 101]
+    bar = progress_bar(list(range(60)))
+    assert bar.miniters == 6 and bar.maxinterval == math.inf, "no redraw on a timer: a slow model's bar stays quiet"
+    bar.close()

@@ -165,15 +165,21 @@ def test_report_shows_the_results_first_then_text_tables_and_figures_without_cod
     assert page == run / "report.html"
     soup = BeautifulSoup(page.read_text(), "html.parser")
     text = " ".join(soup.get_text(" ").split())
-    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Results in words", "Accuracy", "Last section",
-                                                                       "Items"]
-    assert "The gap was 0.123" in text and "0.667" in text and "one threshold: no clustered inference" in text
-    assert soup.find("img")["src"] == f"data:image/png;base64,{PNG}"
+    # the finding first (the results in words of results.md), then the contents and the sections with content
+    assert [h.get_text().strip("¶ ") for h in soup.find_all("h2")] == ["Contents", "How this analysis works",
+                                                                       "Accuracy", "Items"]
+    assert soup.select_one("section.finding").get_text(" ", strip=True).startswith("Is it? Design. model: a finding.")
+    assert [a.get_text() for a in soup.select("nav.toc a")] == ["How this analysis works", "Accuracy", "Items"]
+    assert "0.667" in text and "What it does." in text
+    assert "one threshold: no clustered inference" not in text and "The gap was" not in text  # stdout; a 2nd copy
+    assert soup.select_one("section.finding figure img")["src"] == f"data:image/png;base64,{PNG}"  # Figure 1
     for hidden in ("secret_module", "compute_everything", "results_text", "UserWarning", "tables/a.csv", "colab-badge"):
         assert hidden not in page.read_text(), hidden
     only_the_item_browser_script(soup)
     assert "http" not in str(soup.find_all(["img", "link"]))
-    assert f"Run {run}" in text and "score files smollm2-135m-instruct" in text and "Warning" not in text
+    assert f"Run {run.name} " in text and str(run) not in page.read_text()  # no machine path
+    assert "score files smollm2-135m-instruct" in text and "Warning" not in text
+    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"  # its score files
 
 
 def test_score_files_gone_changed_or_added_since_the_analysis_are_red_at_the_top(run, capsys):
@@ -377,6 +383,38 @@ def test_the_real_analysis_report_fits_the_page(analysed):
 
 @pytest.mark.notebooks
 @needs_chromium
+def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_path):
+    """The sample's page: its title names the study, the model and the run; the headline table (one row per model and
+    what is tested), the results in words and Figure 1 come first, above the contents; long tables are folded; no
+    printed output and no machine path; printed, at most 6 pages."""
+    run, _ = analysed
+    page = paths.report_path(run)
+    html = page.read_text()
+    soup = BeautifulSoup(html, "html.parser")
+    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"
+    finding = soup.select_one("main > section.finding")
+    assert finding.find_previous_sibling("nav") is None and finding.find_next_sibling("nav")["class"] == ["toc"]
+    heads = [th.get_text() for th in finding.select("table.headline th")]
+    assert heads == ["model", "what is tested", "accuracy upward", "accuracy downward", "gap", "estimate, 95% CI", "p",
+                     "test"]
+    rows = [[td.get_text() for td in tr.find_all("td")] for tr in finding.select("table.headline tbody tr")]
+    assert rows[0][:5] == ["smollm2-135m-instruct", "the upward vs downward gap under concept learning", "60.0%",
+                           "50.0%", "+10.0 pp"]
+    assert finding.select_one("figure img") and "Figure 1" in finding.find("figcaption").get_text()
+    assert "No evidence at α = .05" in finding.get_text()
+    assert str(run) not in html and str(paths.repo_root()) not in html and not soup.select("section.part pre")
+    assert all(len(t.select("tbody > tr")) <= 8 or t.find_parent("details") for t in soup.find_all("table"))
+    assert not [s["id"] for s in soup.select("section.part") if "Robustness" in s.get_text()[:200]]  # no variants
+    pdf = tmp_path / "report.pdf"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/p",
+                    "--no-pdf-header-footer", f"--print-to-pdf={pdf}", page.as_uri()], capture_output=True,
+                   timeout=180, check=True)
+    pages = len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes()))
+    assert 1 <= pages <= 6, f"the report prints to {pages} pages"
+
+
+@pytest.mark.notebooks
+@needs_chromium
 def test_a_custom_study_whose_groups_are_html_gives_a_page_where_they_are_text(tmp_path, tiny_model_dir):
     """A prompt file with the groups <script>alert(1)</script> and <img src=x onerror=alert(2)>, scored by a tiny
     random model (the words on the page are what is tested, not the model), analysed by the custom study's notebook."""
@@ -502,3 +540,45 @@ def test_a_cue_profile_that_did_not_finish_is_left_out_and_said_in_red(run):
     alert = BeautifulSoup(page.read_text(), "html.parser").select_one("main > .alert").get_text()
     assert "left out of this page" in alert and "cues_01_profile.ipynb did not finish" in alert
     assert "half done" not in text_of(page)
+
+
+@pytest.mark.notebooks
+def test_the_analysis_run_outside_papermill_writes_its_report_and_a_stale_page_is_refused(tmp_path):
+    """The analysis executed by nbclient (as JupyterLab runs it: no papermill) writes report.html at its end from what
+    its cells showed; a report from an executed notebook older than summary.json is refused, naming what to run."""
+    import nbclient
+
+    from nbutils.report import ReportError
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run, ignore=shutil.ignore_patterns("notebooks", "tables", "figures", "*.md", "*.html",
+                                                               "summary.json"))
+    nb = nbformat.read(paths.resolve(ANALYZE), as_version=4)
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    params.source += f"\nrun_dir = {str(run)!r}\nn_boot = 100\nuse_r = False\n"
+    env = {k: v for k, v in _env().items() if k != paths.PAPERMILL_ENV}
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                resources={"metadata": {"path": str(paths.repo_root())}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    page = paths.report_path(run)
+    assert page.is_file() and nb.cells[-1].outputs[0]["data"]["text/plain"].startswith("'report → ")
+    executed = nbformat.read(paths.executed_notebook(run, ANALYZE), as_version=4)
+    assert executed.metadata["nbutils"]["interactive"] and "papermill" not in executed.metadata
+    soup = BeautifulSoup(page.read_text(), "html.parser")
+    assert soup.select_one("section.finding table.headline") and soup.select_one("section.finding figure img")
+    assert soup.find(string=re.compile("Accuracy per concept"))  # the sections, from the outputs the kernel showed
+    summary = json.loads(paths.summary_path(run).read_text())
+    assert summary["analysed"] <= executed.metadata["nbutils"]["end_time"]
+    assert [h["test"] for h in summary["headline"]] and "gap_ci95_bootstrap" in next(
+        v for k, v in summary.items() if k == "smollm2-135m-instruct")["conditions"]["concept_learning"]
+    # the analysis ran again later (its summary.json is newer than the executed notebook): refused, saying what to run
+    summary["analysed"] = "2999-01-01T00:00:00+00:00"
+    artifacts.write_json(summary, paths.summary_path(run))
+    with pytest.raises(ReportError, match=r"after the executed analysis .* ended .*python -m nbutils run "):
+        write_report(run)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import paths, results
+from nbutils import headline, paths, results
 from nbutils.stats import claim, record
 from nbutils.studies.common import claims, model_comparison
 from nbutils.studies.monotonicity import analysis
@@ -89,7 +89,7 @@ def test_case_sidedness_ten_wrong_answers_of_ten_are_below_chance():
     recs = summary_records({"accuracy": acc, "response_bias": empty, "contrasts": pd.DataFrame(
         columns=["model", "group_a", "group_b", "diff", "ci_low", "ci_high", "p_holm", "test"]),
         "clustered_model": pd.DataFrame(columns=["model", "test", "term", "note"])})
-    text = results.generic_text({"records": recs}, "t", "d", lambda r: r["test"] == "accuracy_vs_chance")
+    text = headline.generic_text({"records": recs}, "t", "d", lambda r: r["test"] == "accuracy_vs_chance")
     assert "group 'custom' was answered below chance: accuracy = 0.0%, 95% CI [0.0%, 27.8%], p = .002" in text
     assert "above chance" not in text
 
@@ -133,7 +133,7 @@ def test_case_machine_wording_plurals_test_names_and_punctuation():
                  hypothesis=claims.gap("custom", "points", "gap"))
     acc = record("accuracy_vs_chance", "more than 1/2", 0.6, None, 0.4, 0.77, 0.5, model="m",
                  hypothesis=claims.accuracy_vs_chance("group 'more than 1/2'"))
-    words = results.generic_text({"records": [gap, acc]}, "t", "d", lambda r: True)
+    words = headline.generic_text({"records": [gap, acc]}, "t", "d", lambda r: True)
     assert "monotonicity_gap" not in words and "accuracy_vs_chance" not in words
     assert "the upward vs downward gap in condition custom" not in words  # no-evidence lines name the question
     assert "no evidence at α = .05 that upward and downward concepts are learned differently: gap = 0.0 points" in words
@@ -159,11 +159,14 @@ def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
     text = results_text({**_mono_summary(cmh), "records": [{**glmm, "headline": True}, cmh]})
     assert text.count("- m, concept learning:") == 1  # the degenerate test is not a line of its own
     assert text == results_text({**_mono_summary(cmh), "records": [glmm, cmh]})
-    generic = results.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
-    assert generic.count("\n- ") == 1 and "It stands in for the headline test" in generic
-    assert "OR = 1.00, 95% CI [0.30, 3.32], p > .999 (Mantel–Haenszel odds ratio, CMH test)" in text
-    assert ("It stands in for the headline test (binomial GLMM, lme4, likelihood-ratio test), which is not estimable "
-            "here (random-effect SD 50.7 on the logit scale: quasi-separation).") in text
+    generic = headline.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
+    assert generic.split("*Caveats:*")[0].count("\n- ") == 1 and "standing in for the binomial GLMM" in generic
+    assert ("OR = 1.00, 95% CI [0.30, 3.32], p > .999 (Mantel–Haenszel odds ratio, CMH test; standing in for the "
+            "binomial GLMM, not estimable here)") in text
+    # why it is not estimable: once, in the caveats, not in the sentence
+    assert text.count("SD 50.7") == 1 and text.index("SD 50.7") > text.index("*Caveats:*")
+    assert ("- The binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the upward vs downward gap "
+            "under concept learning): random-effect SD 50.7 on the logit scale: quasi-separation.") in text
 
 
 # ---------------------------------------------------------------- the property: words agree with the record
@@ -327,6 +330,9 @@ def test_property_sentences_agree_with_their_records_in_direction_verdict_and_nu
             assert text.startswith(h["differ"] + ": ") and not re.search(sides, text), (rec, text)
             continue
         assert float(m["est"]) != shown(h["null"]), (rec, text)  # a claimed side never prints beside the null value
+        for bound, printed in (("ci_low", m["lo"]), ("ci_high", m["hi"])):  # nor does a bound of its interval
+            if printed is not None and rec[bound] != h["null"]:
+                assert float(printed) != shown(h["null"]), (rec, text)
         side, other = (h["more"], less) if est > h["null"] else (h["less"], more)
         seen.add("more" if est > h["null"] else "less")
         assert text.startswith(side + ": ") and "no evidence" not in text, (rec, text)
@@ -349,8 +355,58 @@ def test_the_sample_runs_paragraph_is_written_and_holds_its_own_numbers(sample_a
     # the paragraph reports the gap per condition and its change (the explicit main effect is in the tables)
     head = [r for r in a.summary["records"] if r.get("headline") and r["term"] in ("upward", "upward:explicit")]
     assert len(head) == 3, "the analysis names its headline records"
-    for r in head:
-        assert results.phrase(r) in text
+    for r in head:  # the numbers of each, or (not estimable) its reason once in the caveats
+        assert results.phrase(r) in text if results.verdict(r) != "invalid" else \
+            results.reason(r).split(":")[0] in text.split("*Caveats:*")[1]
+    lines = [line for line in text.split("*Caveats:*")[0].splitlines() if line.startswith("- ")]
+    assert lines and all(len(line.split()) <= 61 for line in lines), [len(line.split()) for line in lines]
     model = a.summary["design"]["models"][0]
     acc = a.summary[model]["conditions"]["concept_learning"]["acc_up"]
     assert f"{100 * acc:.1f}% upward" in text
+
+
+def test_property_headline_sentences_are_short_and_leave_the_diagnostics_to_the_caveats():
+    """A headline sentence (``reasons=False``) is at most 60 words whatever the record holds; one that is not
+    estimable says so in one clause, and ``fit_caveats`` says why, once per test and reason, with no internal
+    threshold; a fallback names the test it stands in for."""
+    from nbutils.headline import fit_caveats
+
+    rng = np.random.default_rng(49)
+    long_note = ("log odds ratio; every prompt pair was answered alike in both conditions, a quasi-separation by pair, "
+                 "and the 95% CI spans 4.8 orders of magnitude of the odds ratio: the data do not locate the effect")
+    for i in range(3000):
+        rec = _random_record(rng)
+        rec.update(model="olmo-2-1124-13b-instruct", condition="concept_learning", headline=True, note=long_note)
+        if i % 3 == 0:
+            rec["fallback_for"] = "glmm_lrt"
+        words = results.sentence(rec, reasons=False)
+        assert len(words.split()) <= 60, (len(words.split()), words)
+        assert "orders of magnitude" not in words and "quasi-separation" not in words, words
+        if results.verdict(rec) == "invalid":
+            assert "not estimable (why: see the caveats)" in words
+            assert len(fit_caveats([rec])) == 1
+        if rec.get("fallback_for"):
+            assert "standing in for the binomial GLMM" in words
+    glmm = [record("glmm_lrt", "upward", valid=False, model="m", condition=c, headline=True,
+                   note=f"gap; the 95% CI spans {w} orders of magnitude of the odds ratio: the data do not locate it",
+                   hypothesis=claims.gap(c)) for c, w in (("concept_learning", "4.8"), ("explicit", "3.4"))]
+    (caveat,) = fit_caveats(glmm)  # the same reason for both: said once, the numbers that differ as a range
+    assert "3.4–4.8 orders of magnitude" in caveat and caveat.startswith("The binomial GLMM (lme4, likelihood-ratio")
+    assert not re.search(r"more than \d|over \d|beyond ±", caveat)
+
+
+def test_a_significant_interval_gets_the_digits_to_stay_off_the_null():
+    r = record("glmm_lrt", "upward", math.log(1.35), ci_low=math.log(1.004), ci_high=math.log(1.82), p=0.03,
+               hypothesis=claims.gap())
+    assert results.phrase(r) == "OR = 1.35, 95% CI [1.004, 1.820], p = .030"
+    r["p"] = 0.3  # not significant: two decimals, a bound on the null is what a null result looks like
+    assert results.phrase(r) == "OR = 1.35, 95% CI [1.00, 1.82], p = .300"
+
+
+def test_power_is_said_as_the_approximation_it_is():
+    from nbutils.headline import detectable_gap, power_sentence
+
+    assert detectable_gap(30, 30) == pytest.approx(0.3617, abs=1e-3)  # (1.960 + 0.842) · √(.25 · 2/30)
+    words = power_sentence(30, 30, "upward", "downward", clusters="threshold")
+    assert "about 36 points" in words and "approximately" in words and "normal approximation" in words
+    assert len(words.split()) <= 60

@@ -224,3 +224,17 @@ def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_ve
         assert headline["acc_up"] == pytest.approx(up) and headline["acc_down"] == pytest.approx(down), condition
     assert "report → " in nbutils("report", "outputs/monotonicity_sample")
     assert paths.report_path(run).stat().st_size > 50_000
+
+
+def test_no_shipped_sample_file_carries_a_machine_path():
+    """A sample is read on other machines: its sidecars and notes name files by their names (the embedded model's
+    cache folder too), and say the precision the weights came in."""
+    import re
+
+    shipped = [p for p in (paths.repo_root() / "outputs").rglob("*") if p.is_file() and p.suffix in (".json", ".md")
+               and "samples" in p.parts]
+    assert shipped
+    machine = re.compile(r"(?<![\w.])/(root|home|tmp|work|Users|mnt|scratch|var)/")
+    assert not [str(p) for p in shipped if machine.search(p.read_text(errors="replace"))]
+    for sidecar in (paths.repo_root() / "outputs" / "samples").glob("*/scores/*.json"):
+        assert json.loads(sidecar.read_text())["source_precision"] == "gguf Q4_1, dequantized to float32", sidecar

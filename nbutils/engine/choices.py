@@ -7,6 +7,7 @@ returned with the token and byte counts needed for lm-evaluation-harness style n
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import partial
@@ -283,10 +284,8 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
     ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last
     ``tail`` tokens in the reference's float32 (split precision). ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
-    from tqdm.auto import tqdm
-
     results = []
-    bar = tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0)
+    bar = progress_bar(batches, progress is True)
     for batch in bar:
         lp = score_batch(model, req, batch, reference, tail)
         rescored = [False] * len(batch)
@@ -388,3 +387,18 @@ def options_digest(per: Sequence[tuple[str, ...]]) -> str:
     for opts in per:
         h.update(("\x1f".join(opts) + "\x1e").encode())
     return h.hexdigest()
+
+
+def progress_bar(batches: list, enabled: bool = True):
+    """The scoring bar (tqdm; a widget in JupyterLab): it redraws every ``bar_step`` batches, never on a timer (tqdm's
+    monitor redraws a bar idle for 10 s, which would give a slow model a line per batch)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(batches, desc="scoring", unit="batch", disable=not enabled, mininterval=2.0,
+                miniters=bar_step(len(batches)), maxinterval=math.inf)
+
+
+def bar_step(n_batches: int) -> int:
+    """Batches between two updates of a progress bar: about every 10%, so an executed notebook holds at most a dozen
+    progress outputs (a widget in JupyterLab redraws as often)."""
+    return max(1, -(-n_batches // 10))

@@ -33,7 +33,8 @@ def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoi
 
 
 def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
-              progress=True, stop_after: int | None = None, **run_params) -> tuple[pd.DataFrame, dict]:
+              progress=True, stop_after: int | None = None, say_limited: bool = True,
+              **run_params) -> tuple[pd.DataFrame, dict]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
     ``settings``: the resolved ``ScoreSettings`` (``lm.settings``, the ones the model was loaded with, by default);
@@ -41,7 +42,8 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
     different model, precision, dataset or scorer. ``progress``: True for a bar, False for none, or a callable(n_rows)
-    per batch. ``stop_after`` (batches) exists to test interruption.
+    per batch. ``stop_after`` (batches) exists to test interruption. ``say_limited`` False: a limited run does not
+    print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).
     """
     settings = (settings or getattr(lm, "settings", None) or ScoreSettings()).with_run(**run_params)  # validated
     with runlock.hold(run_dir, "scoring it"):
@@ -58,7 +60,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
         files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)
         if finished is not None:
-            _say_limited(settings.limit, files)
+            _say_limited(settings.limit if say_limited else None, files)
             return finished
         ids = data[spec.id_column].tolist()
         check_context(lm, scorer, ids)
@@ -93,7 +95,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
         meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
                     versions=artifacts.versions())
         written = files.write(df, meta)
-        _say_limited(settings.limit, files)
+        _say_limited(settings.limit if say_limited else None, files)
         return written
 
 

@@ -188,9 +188,9 @@ class SentenceScorer:
         return batches + ([cur] if cur else [])
 
     def run(self, batches: list[list[int]], record, progress=True) -> None:
-        from tqdm.auto import tqdm
+        from .choices import progress_bar
 
-        for batch in tqdm(batches, desc="scoring", unit="batch", disable=progress is not True, mininterval=2.0):
+        for batch in progress_bar(batches, progress is True):
             if self.masked:
                 lps = pll_token_logprobs(self.model, self.tokenizer, [self.copies[i] for i in batch], self.size)
             else:

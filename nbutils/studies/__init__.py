@@ -20,6 +20,8 @@ DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `s
 # Analyses that read any choices study's run (dataset + scores) rather than scoring their own: a sweep file's key of the
 # same name, a mapping of the notebook's parameters, runs the notebook on the run after the study's analysis.
 RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # ICQ cue profiling (Huang and Zhu), nbutils/analyses/cues/
+RUN_ANALYSIS_DESCRIPTIONS = {"cues": "cue profiling: which surface cues predict a dataset's labels, and does a model "
+                                     "follow them (an analysis of any run with answer options)"}
 
 
 @dataclass(frozen=True)
@@ -100,3 +102,11 @@ def for_run(run_dir) -> Study:
         what = "no study's dataset" if not found else f"datasets of several studies ({[s.name for s in found]})"
         raise ValueError(f"study: {paths.resolve(run_dir)} holds {what}; pass study= one of {list(REGISTRY)}")
     return found[0]
+
+
+def listing() -> list[str]:
+    """``python -m nbutils studies``: every study (its scorer, dataset file and what it asks), then every analysis of
+    any run (the cue profile), as the README's table of studies lists them."""
+    lines = [f"{s.name:14s} {s.scorer:9s} {s.dataset_file:18s} {s.description}" for s in REGISTRY.values()]
+    return lines + [f"{name:14s} {'analysis':9s} {'any run':18s} {RUN_ANALYSIS_DESCRIPTIONS.get(name, nb)}"
+                    for name, nb in RUN_ANALYSES.items()]

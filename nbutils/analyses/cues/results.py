@@ -5,6 +5,8 @@ The profile shares ``summary.json`` with the study whose run it reads, so its pa
 """
 from __future__ import annotations
 
+import re
+
 from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
 from ...stats import claim
 
@@ -59,7 +61,8 @@ def results_text(summary: dict) -> str:
         if best is not None:
             shown = {**best, "p": best.get("p_holm"),
                      "hypothesis": best.get("hypothesis") or accuracy_claim(best.get("term"))}
-            line += f"; the clearest accuracy difference, {sentence(shown, alpha, who=False)}"
+            words = sentence(shown, alpha, who=False).replace("95% CI", "unadjusted 95% CI", 1)
+            line += "; the clearest accuracy difference, " + re.sub(r"\bp ([=<>≥])", r"Holm-adjusted p \1", words, 1)
         elif not n_used:
             line += "."
         line += (" The model's answers follow surface features of the prompt here, not only the task." if n_used else

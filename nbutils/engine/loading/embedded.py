@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -110,7 +111,14 @@ def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Modul
                 shutil.rmtree(folder, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(cached)
     model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype, **load_kwargs)
-    return model, tok, {**meta, "dequantized_cache": str(cached)}
+    # the folder's name in the nbutils cache (cache_dir()), not this machine's path: a sidecar is shared
+    return model, tok, {**meta, "dequantized_cache": cached.name, "source_precision": source_precision(filename)}
+
+
+def source_precision(filename: str) -> str:
+    """What the weights were before they were loaded: ``gguf Q4_1, dequantized to float32``."""
+    kind = re.search(r"\.((?:I?Q\d\w*)|F16|BF16|F32)\.gguf$", filename, re.IGNORECASE)
+    return f"gguf {kind[1].upper() if kind else 'file'}, dequantized to float32"
 
 
 def _dequantize(folder: Path, filename: str, cached: Path) -> None:

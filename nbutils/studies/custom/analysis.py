@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, paths, precision
-from ...results import generic_text, plural
+from ...headline import generic_text
+from ...results import plural
 from ...runstore import check_int, excluded_notes, load_scores, split_precisions
 from .. import get
 from ..common import claims

@@ -98,7 +98,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
         figs["robustness"] = robustness.figure(a.tables["robustness"], a.tables["gap_pooled"])
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
-    return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy"),
+    return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),
                                     index=("appendix_b",))
 
 

@@ -1,6 +1,7 @@
 """The monotonicity (concept learning) study's results in words, from its ``summary.json``."""
 from __future__ import annotations
 
+from ...headline import fit_caveats, power_sentence
 from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
 from . import robustness
 
@@ -12,13 +13,14 @@ def _acc(x) -> str:
 
 
 def comparison_lines(heads: list[dict], records: list[dict], alpha: float = ALPHA) -> list[str]:
-    """One sentence per comparison of two models and condition (its headline record), naming both models."""
+    """One sentence per comparison of two models and condition (its headline record), naming both models; why a test
+    is not estimable goes to the caveats (``fit_caveats``), as for the other headline sentences."""
     out = []
     for r in heads:
         if r.get("models") and r.get("term") == "upward:model":
             first, second = r["models"]
             where = CONDITION_NAMES.get(r.get("condition"), r.get("condition"))
-            out.append(f"{first} vs {second}, {where}: {sentence(r, alpha, records, who=False)}")
+            out.append(f"{first} vs {second}, {where}: {sentence(r, alpha, records, who=False, reasons=False)}")
     return out
 
 
@@ -50,15 +52,20 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
             if rec is None:
                 lines.append(f"{acc}; no headline test.")
                 continue
-            lines.append(f"{acc}. {_cap(sentence(rec, alpha, records, who=False))}")
+            lines.append(f"{acc}. {_cap(sentence(rec, alpha, records, who=False, reasons=False))}")
         inter = next((r for r in recs if r.get("model") == m and r.get("term") == "upward:explicit"), None)
         if inter is not None:
-            lines.append(f"{m}: {sentence(inter, alpha, records, who=False)}")
+            lines.append(f"{m}: {sentence(inter, alpha, records, who=False, reasons=False)}")
     if isinstance(k, int) and k < 5:
         caveats.append(f"with {plural(k, 'threshold')} the results are about {'this threshold' if k == 1 else 'these thresholds'} "
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
                        "p < .05 below 5)")
-    caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n]
+    caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n] + fit_caveats(records)
+    sizes = [h.get("n") for m in models for h in summary.get(m, {}).get("conditions", {}).values()]
+    sizes = [n for n in sizes if isinstance(n, int) and n >= 2]
+    if sizes:  # the design deals upward and downward concepts half and half
+        caveats.append(power_sentence(min(sizes) // 2, min(sizes) // 2, "upward", "downward", alpha,
+                                      clusters="threshold" if isinstance(k, int) and k > 1 else ""))
     lines += comparison_lines(recs, records, alpha)
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]

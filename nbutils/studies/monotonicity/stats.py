@@ -246,7 +246,8 @@ def summary(gaps: pd.DataFrame, mixed: pd.DataFrame, dgap: pd.DataFrame) -> dict
     for r in gaps.itertuples(index=False):
         entry = out.setdefault(r.model, {"conditions": {}})
         entry["conditions"][r.condition] = {
-            "acc_up": r.acc_up, "acc_down": r.acc_down, "gap": r.gap, "gap_ci95": [r.gap_ci_low, r.gap_ci_high],
+            "acc_up": r.acc_up, "acc_down": r.acc_down, "gap": r.gap, "n": int(r.n),
+            "gap_ci95_bootstrap": [r.gap_ci_low, r.gap_ci_high],  # descriptive: too narrow with few thresholds
             "log_or_mean": r.log_or_mean, "p_signflip": r.p_signflip, "or_mh": r.or_mh, "p_cmh": r.p_cmh,
             "p_holm_models": r.p_holm_models, "n_thresholds": r.n_thresholds}
     for r in dgap.itertuples(index=False):

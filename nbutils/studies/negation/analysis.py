@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
-from ...results import generic_text, plural
+from ...headline import generic_text
+from ...results import plural
 from ...runstore import excluded_notes, load_scores
 from .. import get
 from .plots import interaction_plot
@@ -61,8 +62,9 @@ def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
                                       "ci95": [float(r.ci_low), float(r.ci_high)], "valid": bool(r.valid), "test": r.test}
     for r in agreement.itertuples(index=False):
         summary.setdefault(r.model, {})["conclusions_agree"] = bool(r.interaction_conclusions_agree)
-    summary["headline"] = ("deviation-coded context × form on log-perplexity (test " + (R_TEST if (info["satterthwaite"].any())
-                           else PY_TEST) + "); the paper's Table 1 (perplexity, treatment coding) is reported alongside")
+    summary["headline_test"] = ("deviation-coded context × form on log-perplexity (test "
+                                + (R_TEST if info["satterthwaite"].any() else PY_TEST)
+                                + "); the paper's Table 1 (perplexity, treatment coding) is reported alongside")
     summary["records"] = records(coefs, info)
     a.summary = artifacts.json_clean(summary)
     models = sorted(scores["model"].unique().tolist()) if len(scores) else []

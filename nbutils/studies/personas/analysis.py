@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 
 from ... import artifacts, studies
-from ...results import generic_text, plural
+from ...headline import generic_text
+from ...results import plural
 from ...runstore import excluded_notes, load_scores
 from . import plots, stats
 

@@ -11,7 +11,7 @@ import pytest
 from nbutils import studies
 from nbutils.paths import repo_root
 from nbutils.sweep import execute, run_sweep
-from notebook_checks import assert_figure, assert_tex_matches_csv, output_text, ran_clean
+from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()
 NOTEBOOKS = studies.get("custom").notebooks
@@ -128,3 +128,9 @@ def test_load_notebook_reports_a_bad_file(tmp_path):
         execute(NOTEBOOKS["generate"], tmp_path / "out.ipynb",
                 {"run_dir": str(tmp_path / "run"), "data_file": str(bad), "columns": {}, "group_by": []})
     assert not (tmp_path / "run" / "items.parquet").exists()
+
+
+def test_every_latex_table_the_sweep_wrote_compiles_and_fits_a_page(swept):
+    """Each tables/*.tex compiles with pdflatex (escaped text, booktabs, at most 8 columns a part) and fits a page."""
+    run, _ = swept
+    assert assert_tables_compile(run)

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import paths, report, results
+from nbutils import headline, paths, report, results
 from nbutils.rbridge import r_available
 from nbutils.stats import holm
 from nbutils.studies.common import model_comparison as mc
 from nbutils.studies.monotonicity import analysis
+from nbutils.studies.monotonicity.results import comparison_lines
 from simulated_runs import simulated_run
 
 CALIBRATION = paths.repo_root() / "benchmarks" / "results" / "calibration_models.json"
@@ -53,12 +54,16 @@ def test_a_separated_model_against_a_fair_one_is_strong_evidence_naming_both(mon
         assert r["p"] < 0.05 and r["ci_low"] > 1 and results.verdict(r) == "more"
         text = results.sentence(r, who=False, records=recs)
         assert text.startswith("the gap of big exceeds small's: ratio of ORs = ") and "95% CI [" in text
-        assert "It stands in for the headline test (logistic GEE of model × upward" in text
+        assert "It stands in for the headline test (logistic GEE clustered by prompt" in text
         acc = next(r for r in recs if r["test"] == "mcnemar_models" and r["condition"] == cond)
         assert acc["term"] == "accuracy:model" and not acc["headline"], "McNemar tests accuracy, not the gap"
         text = results.sentence(acc, who=False, records=recs)
         assert text.startswith("small answered more prompts right than big: difference = -")
         assert "exact McNemar test of equal accuracy" in text and "gap" not in text
+    lines = comparison_lines(results.replaced_dropped([r for r in recs if r["headline"]]), recs)
+    assert len(lines) == 2 and all(len(ln.split()) <= 60 for ln in lines), lines  # why: in the caveats
+    assert all(ln.endswith("; standing in for the logistic GEE clustered by prompt, not estimable here).")
+               for ln in lines)
 
 
 def test_only_shared_prompts_are_paired_and_three_models_are_holm_adjusted_against_the_first(monkeypatch):
@@ -74,6 +79,12 @@ def test_only_shared_prompts_are_paired_and_three_models_are_holm_adjusted_again
     for r in mc.records(t):
         assert r["p"] == pytest.approx(t[(t["second"] == r["models"][1]) & (t["condition"] == r["condition"])
                                          & (t["test"] == r["test"])]["p_holm"].iloc[0])
+    summary = {"records": mc.records(t)}  # the headline for scripts and the report's table: one row per pair
+    entries, rows = headline.entries(summary), headline.table_rows(summary)
+    assert sorted((e["models"][1], e["condition"], e["n"]) for e in entries) == sorted(
+        (s, c, int(n)) for s, c, n in t[t["test"] == "gee_models"][["second", "condition", "n_prompts"]].itertuples(
+            index=False))
+    assert sorted(r["model"] for r in rows) == ["A vs B", "A vs B", "A vs C", "A vs C"]
 
 
 @pytest.mark.skipif(not r_available("lme4"), reason="R with lme4 is not installed")
@@ -147,5 +158,9 @@ def test_a_two_model_run_is_compared_through_the_analysis(tmp_path, monkeypatch)
     lines = report.headline(run)
     said = [ln for ln in lines if ln.startswith("zeta vs alpha, ")]
     assert len(said) == 2 and all("the gap of zeta exceeds alpha's: ratio of ORs = " in ln for ln in said)
+    assert all(len(ln.split()) <= 60 for ln in said), "a comparison's sentence is pasted as the others are"
+    written = json.loads(paths.summary_path(run).read_text())["headline"]
+    assert sorted(e["condition"] for e in written if e.get("models") == ["zeta", "alpha"]) == [
+        "concept_learning", "explicit"]
     assert (run / "figures" / "model_gaps.png").is_file()
     assert math.isfinite(next(r for r in heads)["estimate"])

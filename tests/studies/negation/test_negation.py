@@ -11,7 +11,7 @@ import pytest
 from nbutils.studies.negation import dataset as negation
 from nbutils.studies.negation import stats as nstats
 from nbutils.paths import repo_root
-from notebook_checks import assert_figure, assert_tex_matches_csv
+from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv
 
 
 def test_expansion_counts_and_completeness():
@@ -131,6 +131,7 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     for name in ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl"):
         table = assert_tex_matches_csv(tmp_path / "tables" / name, float_format="%.3g")  # as the study writes them
         assert len(table) > 0 and set(table["model"]) == {"smollm2-135m-instruct"}, name
+    assert assert_tables_compile(tmp_path)  # each compiles with pdflatex and fits a page
     assert_figure(tmp_path / "figures" / "interaction.png")
     tl = pd.read_csv(tmp_path / "tables" / "token_length.csv")
     assert 0 <= tl["share_equal"].iloc[0] <= 1

@@ -1,0 +1,159 @@
+"""A run's headline, for scripts and for the first screen of its report: one entry per headline test (model and
+condition), why the tests that are not estimable are not (said once, for the caveats), and what gap a design could
+detect.
+
+``summary.json``'s top-level ``headline`` (written by ``nbutils.artifacts.write_analysis``) is ``entries(summary)``:
+per headline record (``nbutils.results.headline_records``: a fallback stands in for the test it replaces) the test,
+its estimate and 95% CI on the record's own scale (``scale`` says which: a log odds ratio, a proportion…), p, valid,
+n, the verdict and the sentence of the results in words; and, where the study recorded them per model and condition,
+the accuracies upward and downward and their gap. ``generic_text`` is the paragraph of a study whose headline
+sentences need nothing of their own (negation, personas, custom prompts).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Iterable
+
+from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
+                      paragraph, phrase, sentence, verdict)
+
+DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
+
+
+def who(r: dict, default: str = "the model") -> str:
+    """Whom a record is about: its model, or the two models a comparison sets side by side (``a vs b``)."""
+    return r.get("model") or " vs ".join(map(str, r.get("models") or [])) or default
+
+
+def _key(r: dict) -> tuple:
+    return r.get("model"), tuple(r.get("models") or ()), r.get("condition"), r.get("term"), r.get("test")
+
+
+def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
+    """The headline tests of ``summary`` for scripts: one dict per model (or pair of models compared), condition and
+    term."""
+    records = summary.get("records") or []
+    out = []
+    for r in headline_records(summary):
+        h = claim_of(r)
+        per = (summary.get(r.get("model")) or {}) if isinstance(summary.get(r.get("model")), dict) else {}
+        cond = (per.get("conditions") or {}).get(r.get("condition")) or {}
+        n = next((r[k] for k in ("n", "n_prompts") if isinstance(r.get(k), int)), cond.get("n"))  # n_prompts: compared
+        entry = {"model": r.get("model"), **({"models": r["models"]} if r.get("models") else {}),
+                 "condition": r.get("condition"), "term": r.get("term"),
+                 "test": r.get("test"), "method": _method(r), "what": h.get("what"), "scale": h.get("scale"),
+                 "symbol": h.get("symbol"), "estimate": r.get("estimate"), "ci_low": r.get("ci_low"),
+                 "ci_high": r.get("ci_high"), "p": r.get("p"), "valid": not _unreadable(r, h, alpha), "n": n,
+                 "fallback_for": r.get("fallback_for"), "verdict": verdict(r, alpha),
+                 "sentence": sentence(r, alpha, records, reasons=False)}
+        entry.update({k: cond[k] for k in DESCRIPTIVES if k in cond})
+        out.append(entry)
+    return out
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _merged(reasons: list[str]) -> str:
+    """Reasons that differ only in their numbers, said once with each varying number as a range (``3.4–5.2``)."""
+    if len(set(reasons)) == 1:
+        return reasons[0]
+    values = [[float(x) for x in _NUMBER.findall(r)] for r in reasons]
+    parts = _NUMBER.split(reasons[0])
+    out = parts[0]
+    for i, rest in enumerate(parts[1:]):
+        col = [v[i] for v in values]
+        lo, hi = min(col), max(col)
+        digits = len(_NUMBER.findall(reasons[0])[i].partition(".")[2])
+        out += (f"{lo:.{digits}f}" if lo == hi else f"{lo:.{digits}f}–{hi:.{digits}f}") + rest
+    return out
+
+
+def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None = None) -> list[str]:
+    """Why the headline tests that cannot be read (and the ones a fallback stands in for) are not, once per test and
+    reason in plain words (the caveats of a paragraph whose sentences say only that they are not estimable): ``The
+    binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the gap under concept learning; …): every
+    prompt pair was answered alike …``."""
+    records = list(records)
+    replaced = {(f["fallback_for"], who(f), f.get("condition")) for f in records if f.get("fallback_for")}
+    groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for r in records:
+        asked = (select(r) if select else r.get("headline")) or (r.get("test"), who(r), r.get("condition")) in replaced
+        why = _unreadable(r, claim_of(r), ALPHA) if asked else None
+        if why:
+            key = (_method(r), _NUMBER.sub("#", why))
+            groups.setdefault(key, []).append((who(r), claim_of(r).get("what", ""), why))
+    out = []
+    for (method, _), found in groups.items():
+        name, _, how = method.partition(", ")
+        models: dict[str, list[str]] = {}
+        for model, what, _why in found:
+            models.setdefault(model, []).append(what)
+        where = "; ".join(f"{m} ({', '.join(dict.fromkeys(w for w in ws if w))})" if any(ws) else m
+                          for m, ws in models.items())
+        out.append(f"The {name}{f' ({how})' if how else ''} is not estimable for {where}: "
+                   f"{_merged([w for _, _, w in found])}")
+    return out
+
+
+def detectable_gap(n_a: int, n_b: int, alpha: float = ALPHA, power: float = 0.8) -> float:
+    """The difference of two proportions near 50% that a two-sided test at ``alpha`` finds with ``power``, with
+    ``n_a`` and ``n_b`` independent observations (normal approximation), as a proportion."""
+    from scipy.stats import norm
+
+    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * math.sqrt(0.25 * (1 / n_a + 1 / n_b)))
+
+
+def power_sentence(n_a: int, n_b: int, what_a: str, what_b: str, alpha: float = ALPHA, *, clusters: str = "") -> str:
+    """One sentence on what a design could detect, stated as the approximation it is."""
+    gap = 100 * detectable_gap(n_a, n_b, alpha)
+    optimistic = f", ignoring the clustering by {clusters}, so optimistic" if clusters else ""
+    return (f"Power, approximately: with {n_a} {what_a} and {n_b} {what_b} prompts per model and condition, only a "
+            f"gap of about {gap:.0f} points or more is found 4 times in 5 at α = {fmt_alpha(alpha)} (two proportions "
+            f"near 50%, normal approximation{optimistic}).")
+
+
+def test_name(test: str) -> str:
+    """A test's name in words, short (``binomial GLMM``), for a table cell."""
+    return METHODS.get(test, str(test).replace("_", " "))
+
+
+def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
+    """The headline tests as the first table of a report: per model and what is tested, the accuracies upward and
+    downward and their gap where the study records them, the estimate with its 95% CI (printed as the sentences print
+    it), p and the test's name; a test that is not estimable says so."""
+    by_key = {_key(e): e for e in entries(summary, alpha)}
+    rows = []
+    for r in headline_records(summary):
+        e = by_key.get(_key(r), {})
+        numbers = phrase(r, alpha) if e.get("valid") else "not estimable (see the caveats)"
+        estimate, _, p = numbers.partition(", p ")
+        if estimate.startswith("p "):  # a test without an estimate: its p only
+            estimate, p = "", estimate[2:]
+        name = test_name(r.get("test")).split(",")[0]
+        if r.get("fallback_for"):
+            name += f" (standing in for the {test_name(r['fallback_for']).split(',')[0]})"
+        pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
+        gap = e.get("gap")
+        rows.append({"model": who(r, ""), "what": e.get("what") or "", "acc_up": pct(e.get("acc_up")),
+                     "acc_down": pct(e.get("acc_down")),
+                     "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
+                     "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,
+                     "verdict": e.get("verdict"), "_order": (r.get("condition") is None, not e.get("valid"))})
+    rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
+    return rows
+
+
+def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
+                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
+    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
+    ``summary.json`` in words, and the caveats of the records that are not estimable."""
+    recs = headline_records(summary, select)
+    for r in recs:  # the records the paragraph reports are the run's headline (summary.json, the report's table)
+        r["headline"] = True
+    lines = [sentence(r, alpha, summary.get("records") or [], reasons=False) for r in recs]
+    if not lines:
+        lines = ["No headline test could be computed on this run."]
+    lines += note_lines(summary, alpha)
+    return paragraph(title, design, lines, [*caveats, *fit_caveats(summary.get("records") or [], select)])
