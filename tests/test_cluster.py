@@ -59,7 +59,16 @@ def _run_files(run: Path) -> dict[str, bytes]:
     """What the comparison covers: the merged score tables, every analysis table, summary.json and results.md."""
     files = [p for p in (run / "scores").glob("*.parquet") if ".shard-" not in p.name]
     files += sorted((run / "tables").glob("*.csv")) + [run / "summary.json", run / "results.md"]
-    return {str(p.relative_to(run)): p.read_bytes() for p in files}
+    return {str(p.relative_to(run)): _bytes(p) for p in files}
+
+
+def _bytes(path: Path) -> bytes:
+    """A file's bytes; summary.json's without the time it was analysed (the one field two runs may not share)."""
+    if path.name != "summary.json":
+        return path.read_bytes()
+    summary = json.loads(path.read_text())
+    assert summary.pop("analysed")
+    return json.dumps(summary).encode()
 
 
 # ---------------------------------------------------------------- validation, before anything runs

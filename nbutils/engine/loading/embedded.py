@@ -117,7 +117,7 @@ def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Modul
 
 def source_precision(filename: str) -> str:
     """What the weights were before they were loaded: ``gguf Q4_1, dequantized to float32``."""
-    kind = re.search(r"\.((?:I?Q\d\w*)|F16|BF16|F32)\.gguf$", filename, re.IGNORECASE)
+    kind = re.search(r"[.-]((?:I?Q\d\w*)|F16|BF16|F32)\.gguf$", filename, re.IGNORECASE)
     return f"gguf {kind[1].upper() if kind else 'file'}, dequantized to float32"
 
 
