@@ -39,3 +39,13 @@ def simulated_run(root: Path, answers: dict) -> Path:
         write_scores(scores, dict(meta, model=model, created=f"2026-01-01T00:00:{i:02d}+00:00"),
                      run / "scores" / f"{model}.parquet")
     return run
+
+
+def comparable_bytes(path: Path) -> bytes:
+    """A run file's bytes, for comparing two runs of the same sweep: summary.json's without the time it was analysed
+    (the one field two runs may not share)."""
+    if path.name != "summary.json":
+        return path.read_bytes()
+    summary = json.loads(path.read_text())
+    assert summary.pop("analysed")
+    return json.dumps(summary).encode()

@@ -21,6 +21,7 @@ import yaml
 from nbutils import cluster, executors, paths
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
+from simulated_runs import comparable_bytes
 
 ROOT = paths.repo_root()
 LIMIT = 3  # prompts per concept and condition: 12 rows per model on the dataset below
@@ -59,16 +60,7 @@ def _run_files(run: Path) -> dict[str, bytes]:
     """What the comparison covers: the merged score tables, every analysis table, summary.json and results.md."""
     files = [p for p in (run / "scores").glob("*.parquet") if ".shard-" not in p.name]
     files += sorted((run / "tables").glob("*.csv")) + [run / "summary.json", run / "results.md"]
-    return {str(p.relative_to(run)): _bytes(p) for p in files}
-
-
-def _bytes(path: Path) -> bytes:
-    """A file's bytes; summary.json's without the time it was analysed (the one field two runs may not share)."""
-    if path.name != "summary.json":
-        return path.read_bytes()
-    summary = json.loads(path.read_text())
-    assert summary.pop("analysed")
-    return json.dumps(summary).encode()
+    return {str(p.relative_to(run)): comparable_bytes(p) for p in files}
 
 
 # ---------------------------------------------------------------- validation, before anything runs

@@ -19,6 +19,7 @@ import yaml
 from nbutils import cluster, paths, scheduler
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
+from simulated_runs import comparable_bytes
 
 pytestmark = pytest.mark.slurm
 
@@ -158,15 +159,6 @@ def test_job_states_come_from_the_scheduler_without_accounting(slurm, tmp_path, 
 
 # ---------------------------------------------------------------- real sweeps
 
-def _bytes(path: Path) -> bytes:
-    """A file's bytes; summary.json's without the time it was analysed (the one field two runs may not share)."""
-    if path.name != "summary.json":
-        return path.read_bytes()
-    summary = json.loads(path.read_text())
-    assert summary.pop("analysed")
-    return json.dumps(summary).encode()
-
-
 @pytest.mark.notebooks
 def test_a_slurm_sweep_writes_byte_identical_files_to_the_one_machine_sweep(slurm, tmp_path, capsys):
     serial = run_sweep(_sweep(tmp_path, "serial", executor="local"), limit=1)
@@ -178,7 +170,7 @@ def test_a_slurm_sweep_writes_byte_identical_files_to_the_one_machine_sweep(slur
         run = tmp_path / name
         found = [p for p in (run / "scores").glob("*.parquet") if ".shard-" not in p.name]
         found += sorted((run / "tables").glob("*.csv")) + [run / "summary.json", run / "results.md"]
-        files[name] = {str(p.relative_to(run)): _bytes(p) for p in found}
+        files[name] = {str(p.relative_to(run)): comparable_bytes(p) for p in found}
     assert len(files["serial"]) > 10 and files["serial"].keys() == files["jobs"].keys()
     assert [k for k in files["serial"] if files["serial"][k] != files["jobs"][k]] == []
     assert "submitted 2 job(s) as one array (slurm)" in out and "0 pending, 0 running, 2 done, 0 failed" in out
