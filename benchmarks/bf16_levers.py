@@ -34,7 +34,9 @@ from score_speed import benchmark_prompts, cpu_description, matmul_gflops  # noq
 
 from nbutils import artifacts  # noqa: E402
 from nbutils.engine.choices import FLOAT32_TAIL, build_requests, last_token_logprobs  # noqa: E402
-from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model  # noqa: E402
+from nbutils.engine.loading.host import cpu_supports_bf16  # noqa: E402
+from nbutils.engine.models import load_model  # noqa: E402
+from nbutils.score_settings import DEFAULT_MODEL  # noqa: E402
 
 SPEED = ("eager_sdpa", "eager_attention", "sdpa_math", "mkldnn_linear", "compile", "compile_freezing")
 ACCURACY = ("fp32_head", "autocast", "float32_tail")

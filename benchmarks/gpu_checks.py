@@ -34,7 +34,7 @@ import torch
 from gpu_scale import add_model_arguments, build_from_args, load_precision, score_all
 from nbutils import artifacts
 from nbutils.engine.choices import build_requests
-from nbutils.engine.models import resolve_device
+from nbutils.engine.loading.host import resolve_device
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
 REFERENCE = {"bfloat16": "float32", "float16": "bfloat16", "8bit": "bfloat16", "4bit": "bfloat16"}

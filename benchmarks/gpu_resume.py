@@ -94,7 +94,7 @@ def main() -> None:
     import torch
 
     from nbutils import artifacts, paths
-    from nbutils.engine.models import resolve_device
+    from nbutils.engine.loading.host import resolve_device
 
     args.device = resolve_device(args.device)
     report = {"device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",

@@ -27,7 +27,10 @@ import torch
 from nbutils import artifacts
 from nbutils.engine.batching import plan_batches
 from nbutils.engine.choices import build_requests, score_batches
-from nbutils.engine.models import DEFAULT_MODEL, embedded_gguf, load_model, resolve_device
+from nbutils.engine.loading.embedded import embedded_gguf
+from nbutils.engine.loading.host import resolve_device
+from nbutils.engine.models import load_model
+from nbutils.score_settings import DEFAULT_MODEL
 from score_speed import benchmark_prompts, decision_agreement, matmul_gflops
 
 CONFIG = Path(__file__).parent / "configs" / "smollm2-1.7b.json"

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from nbutils import artifacts  # noqa: E402
 from nbutils.engine.choices import answer_logprobs, build_requests  # noqa: E402
-from nbutils.engine.models import DEFAULT_MODEL, load_model  # noqa: E402
+from nbutils.engine.models import load_model  # noqa: E402
+from nbutils.score_settings import DEFAULT_MODEL  # noqa: E402
 from nbutils.studies.monotonicity.dataset import generate_prompts  # noqa: E402
 from score_speed import cpu_description  # noqa: E402
 

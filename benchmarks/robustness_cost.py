@@ -22,6 +22,7 @@ import numpy as np
 
 from nbutils import artifacts, studies
 from nbutils.engine import models, run
+from nbutils.score_settings import DEFAULT_MODEL
 from nbutils.studies.monotonicity import dataset
 
 CONCEPTS = ["more than 1/2", "less than 1/2"]
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     spec = studies.get("monotonicity").spec
-    lm = models.load_model(models.DEFAULT_MODEL, quantization="auto", dtype=a.dtype, device="cpu", scorer="choices")
+    lm = models.load_model(DEFAULT_MODEL, quantization="auto", dtype=a.dtype, device="cpu", scorer="choices")
     seconds: dict[str, list[float]] = {"plain": [], "multiverse": []}
     tokens: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="robustness-cost-") as tmp:
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
               "prompts_per_second": {"plain": n / plain, "multiverse": n / multi},
               "mean_prompt_tokens": tokens, "ratio_multiverse_to_plain": multi / plain,
               "token_totals": token_totals(lm.tokenizer),
-              "model": models.DEFAULT_MODEL, "dtype": lm.meta.get("dtype"),
+              "model": DEFAULT_MODEL, "dtype": lm.meta.get("dtype"),
               "host": {"platform": platform.platform(), "cpus": os.cpu_count(),
                        "load_average": os.getloadavg()},
               "versions": artifacts.versions(), "created": artifacts.now_utc()}

@@ -30,7 +30,9 @@ from nbutils import artifacts
 from nbutils.engine.batching import plan_batches
 from nbutils.engine.choices import FLOAT32_TAIL, answer_logprobs, build_requests, render_chat, score_batches
 from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, calibrate
-from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
+from nbutils.engine.loading.host import cpu_supports_bf16
+from nbutils.engine.models import load_model
+from nbutils.score_settings import DEFAULT_MODEL
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

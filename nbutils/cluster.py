@@ -25,7 +25,7 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runlock, runstore, scheduler
+from . import artifacts, paths, runlock, runstore, scheduler, score_settings
 from .executors import DEFAULT_POLL, make_executor
 from .notebooks import error_line, execute
 
@@ -100,10 +100,11 @@ class Task:
 
 def plan(run: Path, spec, model_params: list[dict], shards: int) -> tuple[dict[str, dict], list[Task], list[str]]:
     """The models to score (slug → parameters), the (model, shard) jobs still to run for them (a shard finished in
-    an earlier sweep is not run again), and the models already scored (skipped)."""
+    an earlier sweep is not run again), and the models already scored (skipped): ``runstore.is_done``, the rule of
+    scoring itself (``score_settings.identity``)."""
     models, tasks, skipped = {}, [], []
     for p in model_params:
-        slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"), p.get("adapter"))
+        slug = score_settings.slug_of(p)
         if not p.get("overwrite") and runstore.is_done(run, spec, p):
             skipped.append(slug)
             continue

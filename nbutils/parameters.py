@@ -13,15 +13,20 @@ import functools
 from pathlib import Path
 
 from . import paths
+from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS, check_int
 
 
 def integer(lo: int, hi: int | None = None, none: bool = False):
-    """A check that a value is an integer (not a bool) from ``lo`` (to ``hi``; or None when ``none``); ``.allowed``
-    says so in words."""
+    """A check that a value is an integer (``score_settings.check_int``: not a bool) from ``lo`` (to ``hi``; or None
+    when ``none``); ``.allowed`` says so in words."""
     def ok(v) -> bool:
         if v is None:
             return none
-        return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+        try:
+            check_int("", v, lo, hi)
+        except ValueError:
+            return False
+        return True
     ok.allowed = (f"an integer ≥ {lo}" if hi is None else f"an integer from {lo} to {hi}") + (" or null" if none else "")
     return ok
 
@@ -41,14 +46,14 @@ def _closed(lo: float, hi: float):
 
 
 # every numeric parameter of the shipped notebooks, by name: checked before the sweep or `run` starts any notebook
-# (the functions the notebooks call check them again, for a run in JupyterLab)
+# (the functions the notebooks call check them again, for a run in JupyterLab); the scoring settings' ranges are
+# those of ``score_settings.INTEGER_SETTINGS``
 RANGES = {
-    "n_boot": integer(1), "n_resamples": integer(99), "seed": integer(0), "limit_seed": integer(0), "min_overlap": integer(1),
+    "n_boot": integer(1), "n_resamples": integer(99), "seed": integer(0), "min_overlap": integer(1),
     "top_k": integer(1), "min_count": integer(1), "nearest_k": integer(1), "alpha": _open(0, 1), "train_fraction": _open(0, 1),
     "rules_k": integer(1, none=True), "prompts_per_concept": integer(1), "n_examples": integer(1), "warn_tokens": integer(1),
     "n_questions": integer(1), "logic_share": _closed(0, 1), "n_null_personas": integer(1), "max_roots": integer(1, none=True),
-    "calibration_size": integer(1), "checkpoint_every": integer(1), "shard_index": integer(0), "num_shards": integer(1),
-    "limit": integer(1, none=True), "threads": integer(1, none=True),
+    **{name: integer(lo, none=name in OPTIONAL_INTEGERS) for name, lo in INTEGER_SETTINGS.items()},
 }
 
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}

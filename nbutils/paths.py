@@ -138,10 +138,10 @@ def scores_dir(run_dir) -> Path:
     return resolve(run_dir) / "scores"
 
 
-def precision_tag(quantization="auto", dtype="auto") -> str | None:
+def precision_tag(quantization: str | None = None, dtype: str | None = None) -> str | None:
     """The precision part of a score file's name, from the parameters as the user set them: ``8bit``/``4bit`` when
-    asked for, else ``bfloat16``/``float16`` when asked for; None (no tag) for ``auto`` and ``float32``, the file a
-    study's analysis reads first."""
+    asked for, else ``bfloat16``/``float16`` when asked for; None (no tag) when they are left to the host (``auto``,
+    or not given) and for ``float32``: the file a study's analysis reads first."""
     if quantization in ("8bit", "4bit"):
         return quantization
     if dtype in ("bfloat16", "float16"):
@@ -149,7 +149,8 @@ def precision_tag(quantization="auto", dtype="auto") -> str | None:
     return None
 
 
-def score_slug(model: str, quantization="auto", dtype="auto", adapter: str | None = None) -> str:
+def score_slug(model: str, quantization: str | None = None, dtype: str | None = None,
+               adapter: str | None = None) -> str:
     """The name a model's score files start with (the one place it is derived, for the score notebook, the sweep and
     the cluster): its slug, the adapter's slug when a LoRA adapter is merged into it (``{slug}.{adapter slug}``),
     plus the precision when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is not tagged: see

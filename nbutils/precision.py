@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .paths import precision_tag as file_tag  # noqa: F401  (the precision part of a score file's name)
 from .stats import claim, record, wilson
 
 ORDER = ("float32", "bfloat16", "float16", "8bit", "4bit")  # most exact first

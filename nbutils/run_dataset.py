@@ -8,14 +8,8 @@ import numpy as np
 import pandas as pd
 
 from . import artifacts, paths
+from .score_settings import check_int
 from .spec import DatasetSpec
-
-
-def check_int(name: str, value, lo: int) -> int:
-    """``value`` if it is an integer ≥ ``lo`` (not a bool); else a ValueError naming the parameter."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"{name}: must be an integer ≥ {lo}, got {value!r}")
-    return value
 
 
 def read_dataset(run_dir, spec: DatasetSpec) -> tuple[pd.DataFrame, Path]:

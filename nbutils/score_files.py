@@ -1,5 +1,6 @@
-"""One scoring run's files and the rule for "is this the same run?": identity, the score file, its checkpoint and
-progress file, the content fields every reader checks, and the shards of one model merged into one file."""
+"""One scoring run's files, checked by the one rule for "is this the same run?" (``score_settings.identity``): the
+score file, its checkpoint and progress file, the content fields every reader checks, the sweep's skip, and the
+shards of one model merged into one file."""
 from __future__ import annotations
 
 import re
@@ -8,36 +9,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import adapters, artifacts, paths, runlock
+from . import artifacts, paths, runlock
 from .artifacts import OverwriteError
-from .run_dataset import check_int, read_dataset, select_limit
+from .run_dataset import read_dataset, select_limit
+from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
+                             identity, matches, recorded)
 from .spec import DatasetSpec
-
-# The one rule for "is this the same run?": these fields must match, in scoring, resuming, merging and the sweep.
-# The batch size is not among them: scores do not depend on it (batch invariance is tested), so a finished file is
-# re-used whatever the batch size, and a resumed run keeps its checkpoint's batch plan.
-IDENTITY_KEYS = ("model", "adapter", "adapter_sha256", "revision", "quantization", "dtype", "dataset_file",
-                 "dataset_sha256", "scorer", "used_chat_template", "options_sha256", "limit", "limit_seed",
-                 "rescore_margin", "num_shards", "shard_index", "masked", "pll_variant")
-SHARD_KEYS = ("num_shards", "shard_index")
-
-
-def identity(meta: dict) -> dict:
-    """The fields that must match for two score files to be the same experiment."""
-    return {k: meta.get(k) for k in IDENTITY_KEYS}
-
-
-def describe_mismatch(old: dict, new: dict, keys=IDENTITY_KEYS) -> str:
-    """``key: old → new`` for every identity field that differs."""
-    return "; ".join(f"{k}: {old.get(k)!r} → {new.get(k)!r}" for k in keys if old.get(k) != new.get(k))
 
 
 def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> dict | None:
-    """The existing metadata if it matches ``expected``; OverwriteError if it differs and overwrite is off."""
+    """The existing metadata if it matches ``expected`` (``score_settings.identity``); OverwriteError if it differs
+    and overwrite is off."""
     if not sidecar.exists():
         return None
     old = artifacts.read_json(sidecar)
-    if identity(old) == expected:
+    if matches(expected, old):
         return old
     if overwrite:
         return None
@@ -46,43 +32,21 @@ def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) ->
                          "overwrite=True to replace it")
 
 
-def matches_params(meta: dict, params: dict) -> bool:
-    """True when a finished run's metadata agrees with every identity field the user set explicitly in ``params``
-    (``dtype: auto`` and ``revision: None`` mean "whatever was resolved", so they match anything). The adapter always
-    counts: a model without one is not the same as with one, and a local adapter's weights must be the ones scored."""
-    explicit = {"adapter": None, **{k: v for k, v in params.items() if k in IDENTITY_KEYS}}
-    if explicit["adapter"] and "adapter_sha256" not in explicit:
-        explicit["adapter_sha256"] = adapters.local_sha256(explicit["adapter"]) or meta.get("adapter_sha256")
-    explicit = {k: v for k, v in explicit.items() if k in IDENTITY_KEYS
-                and not (k in ("dtype", "quantization", "rescore_margin") and v == "auto")
-                and not (k == "revision" and v is None)}
-    return all(meta.get(k) == v for k, v in explicit.items()) and _same_chat_template(meta, params)
-
-
-def _same_chat_template(meta: dict, params: dict) -> bool:
-    """Whether ``params``' ``chat_template`` (default ``auto``) renders prompts as the finished run did: ``always``
-    and ``never`` as they say, ``auto`` through the template exactly when the tokenizer had one (the rule of
-    ``engine.choices.use_chat_template``, read back from the sidecar). Scorers that use no template match any."""
-    used = meta.get("used_chat_template")
-    if used is None:
-        return True
-    mode = params.get("chat_template", "auto")
-    expected = {"always": True, "never": False}.get(mode, meta.get("chat_template_available"))
-    return expected is None or bool(used) == expected
-
-
 def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
-    """True when a complete score file exists for these parameters on the run's current dataset (the sweep's skip)."""
-    slug = paths.score_slug(params["model"], params.get("quantization", "auto"), params.get("dtype", "auto"),
-                            params.get("adapter"))
-    side = paths.sidecar(paths.score_file(run_dir, slug, params.get("limit"), params.get("shard_index", 0),
-                                          params.get("num_shards", 1)))
+    """True when a complete score file of these parameters (a model file's, as the sweep and the cluster hold them)
+    exists for the run's current dataset: the sweep's and the cluster's skip, by the rule of scoring itself
+    (``score_settings.identity`` before the model loads). Parameters that are no valid settings are never done:
+    scoring them says what is wrong."""
+    try:
+        settings = ScoreSettings.of_model_file(spec, params)
+    except ValueError:
+        return False
+    side = paths.sidecar(settings.score_file(run_dir))
     dpath = paths.dataset_path(run_dir, spec.dataset_file)
     if not side.exists() or not dpath.exists():
         return False
     meta = artifacts.read_json(side)
-    return (bool(meta.get("complete")) and matches_params(meta, {"limit": None, **params})
-            and meta.get("dataset_sha256") == artifacts.sha256_file(dpath))
+    return bool(meta.get("complete")) and matches(identity(settings, spec, artifacts.sha256_file(dpath)), meta)
 
 
 # ---------------------------------------------------------------- one scoring run's files
@@ -165,8 +129,8 @@ def check_scores_file(path: Path, meta: dict) -> str | None:
     after it was written (its sha256 differs; a file written before sidecars recorded it is checked by its rows)."""
     if not path.exists():
         return f"{path.name} is missing (its sidecar {paths.sidecar(path).name} is there)"
-    recorded = meta.get("scores_sha256")
-    if recorded and recorded != artifacts.sha256_file(path):
+    written = meta.get("scores_sha256")
+    if written and written != artifacts.sha256_file(path):
         return f"{path.name} changed after it was written (its sha256 differs from the one in {paths.sidecar(path).name})"
     return None
 
@@ -229,7 +193,7 @@ def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tup
                          + (f" (unfinished: {unfinished})" if unfinished else ""))
     keys = [k for k in IDENTITY_KEYS if k not in SHARD_KEYS]
     for m in metas[1:]:
-        if any(m.get(k) != metas[0].get(k) for k in keys):
+        if not matches({k: v for k, v in recorded(metas[0]).items() if k in keys}, m):
             raise ValueError(f"slug: shards of {slug} disagree ({describe_mismatch(metas[0], m, keys)})")
     m0 = metas[0]
     spec = DatasetSpec(m0["dataset_file"], m0["id_column"], m0["scorer"], "", choice_items=lambda d: None,
@@ -256,7 +220,7 @@ def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tup
                 resumed_rows=sum(m.get("resumed_rows") or 0 for m in metas))
     meta.update(rates(df, elapsed))
     final = paths.score_file(run_dir, slug, limit)
-    check_existing(paths.sidecar(final), identity(meta), "score file", overwrite)
+    check_existing(paths.sidecar(final), recorded(meta), "score file", overwrite)
     return df, write_scores(df, meta, final)
 
 

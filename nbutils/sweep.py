@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, executors, paths, runlock, runstore, studies
+from . import artifacts, cluster, executors, paths, runlock, runstore, score_settings, studies
 from .notebooks import Progress as _Progress
 from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
@@ -150,8 +150,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     print("[sweep] the cluster: block is not used: executor is local (--executor slurm or "
                           "submitit-local submits jobs)", flush=True)
                 for p in model_params:
-                    slug = paths.score_slug(p["model"], p.get("quantization", "auto"), p.get("dtype", "auto"),
-                                            p.get("adapter"))
+                    slug = score_settings.slug_of(p)
                     if not p.get("overwrite") and runstore.is_done(run, spec, p):
                         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
                         report.skipped.append(slug)

@@ -15,6 +15,7 @@ from nbutils.engine import models, run as scoring
 from nbutils.studies.monotonicity import dataset as mono
 from nbutils.studies.negation import dataset as neg
 from nbutils.notebooks import check_parameters
+from nbutils.score_settings import ScoreSettings
 from nbutils.sweep import run_lock, run_sweep
 
 ROOT = paths.repo_root()
@@ -99,7 +100,8 @@ def test_bad_warn_tokens(run):
     (dict(spec=NSPEC, rescore_margin=0.5), "^rescore_margin: applies to answer choices only"),
 ])
 def test_bad_run_parameters(run, bad, match):
-    refused(run, lambda: scoring.check_params(**bad), match)
+    spec = bad.pop("spec", None)
+    refused(run, lambda: ScoreSettings.from_params(spec, **bad), match)
 
 
 def test_a_dataset_edited_after_it_was_written_is_refused_before_scoring(run):
@@ -404,7 +406,7 @@ def test_a_semicolon_csv_and_a_bad_batch_size_say_what_they_are(run, tmp_path):
     p = tmp_path / "items.csv"
     p.write_text("prompt;answer\nIs 3 > 2?;Yes\n")
     refused(run, lambda: read_table(str(p)), r"^data_file: items.csv line 1 has no commas but semicolons")
-    refused(run, lambda: scoring.check_params(batch_size=0), r"^batch_size: must be 'auto' or an integer")
+    refused(run, lambda: ScoreSettings(batch_size=0), r"^batch_size: must be 'auto' or an integer")
 
 
 def test_an_edited_prompt_file_is_named_on_reload_and_in_the_analysis(tmp_path):
@@ -835,7 +837,7 @@ def test_nan_and_infinity_are_refused_by_name(run, notebook, name, value, no_not
 
 
 def test_nan_in_a_sweep_file_and_in_the_settings_is_refused(run, tmp_path):
-    from nbutils.engine import settings
+    from nbutils import score_settings
 
     model = tmp_path / "m.yaml"
     model.write_text("model: org/m\nrescore_margin: .nan\n")
@@ -844,7 +846,7 @@ def test_nan_in_a_sweep_file_and_in_the_settings_is_refused(run, tmp_path):
             r"^rescore_margin: model .*m.yaml: must be a finite number, got nan")
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError, match=r"^rescore_margin: must be 'auto' \(calibrated\) or a finite number"):
-            settings.check_rescore_margin(bad)
+            score_settings.check_rescore_margin(bad)
 
 
 def test_a_parameter_given_twice_with_p_is_refused(run, no_notebook_runs, capsys):

@@ -8,7 +8,7 @@ from scipy import stats as sps
 from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from nbutils import precision, runstore
+from nbutils import paths, precision, runstore
 
 
 def _frame(seed=0, n=60):
@@ -83,9 +83,9 @@ def test_main_precision_keeps_the_most_exact_of_each_model():
 
 
 def test_file_tags_come_from_the_parameters_as_set():
-    assert precision.file_tag("auto", "auto") is None and precision.file_tag("none", "auto") is None
-    assert precision.file_tag("8bit", "auto") == "8bit" and precision.file_tag("4bit", "float32") == "4bit"
-    assert precision.file_tag("none", "float32") is None and precision.file_tag("none", "bfloat16") == "bfloat16"
+    assert paths.precision_tag("auto", "auto") is None and paths.precision_tag("none", "auto") is None
+    assert paths.precision_tag("8bit", "auto") == "8bit" and paths.precision_tag("4bit", "float32") == "4bit"
+    assert paths.precision_tag("none", "float32") is None and paths.precision_tag("none", "bfloat16") == "bfloat16"
     assert precision.precision_label({"quantization": "8bit", "dtype": "float32"}) == "8bit"
     assert precision.precision_label({"quantization": "none", "dtype": "bfloat16"}) == "bfloat16"
 

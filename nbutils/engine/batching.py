@@ -5,6 +5,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..score_settings import AUTO, check_batch_size
+
 
 # batch_size: auto, per scorer and device (decided by ``batch_policy`` alone)
 AUTO_CHOICE_ROWS_GPU = 64  # answer choices on a GPU: at most this many prompts per batch, under the token budget
@@ -20,9 +22,8 @@ def batch_policy(batch_size, scorer: str = "choices", device: str = "cpu",
     sentences). ``auto``: answer choices on a GPU pack up to ``token_budget`` tokens (``DEFAULT_TOKEN_BUDGET`` when
     none was probed) and ``AUTO_CHOICE_ROWS_GPU`` prompts per batch, on a CPU one prompt per pass (padding costs more
     there than batching saves); sentences ``AUTO_SENTENCE_ROWS`` per pass."""
-    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
-    if batch_size != "auto":
+    check_batch_size(batch_size)
+    if batch_size != AUTO:
         return batch_size, None
     if scorer == "sentences":
         return AUTO_SENTENCE_ROWS, None

@@ -16,12 +16,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from ..score_settings import CHAT_TEMPLATE_MODES, check_choice
 from ..spec import (LETTERS, YES_NO, ChoiceItems, decisions,  # noqa: F401 - LETTERS for callers
                     normalize_answer, options_per_row)
 from .batching import left_pad, model_device, plan_batches, with_oom_halving
-
-CHAT_TEMPLATE_MODES = ("auto", "always", "never")
-
 
 @dataclass
 class Requests:
@@ -96,8 +94,7 @@ def _no_double_bos(ids: list[int], bos_id: int | None) -> list[int]:
 
 def use_chat_template(tokenizer, chat_template: str = "auto") -> bool:
     """Whether prompts go through the chat template (``auto``: when the tokenizer has one)."""
-    if chat_template not in CHAT_TEMPLATE_MODES:
-        raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {chat_template!r}")
+    check_choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if chat_template == "always" and not has_template:
         raise ValueError("chat_template: 'always' was requested but this tokenizer has no chat template")

@@ -2,26 +2,23 @@
 
 ``load_model(settings)`` takes a validated ``settings.ScoreSettings`` (or the same parameters by name, for scripts),
 resolves it (``ScoreSettings.resolve``: device, dtype, quantization, re-scoring margin, memory) and hands it to
-``loading.load``, which carries it out. The names below it are re-exported for callers that know them from here.
+``loading.load``, which carries it out.
 """
 from __future__ import annotations
 
 import warnings
 
-from .loading.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA_MODEL, Embedded, cache_dir, embedded_gguf  # noqa: F401
-from .loading.host import (ACTIVATION_ROOM, BYTES_PER_PARAM, Host, check_fits_gpu, count_parameters,  # noqa: F401
-                           cpu_supports_bf16, estimate_weight_bytes, resolve_device, set_threads)
-from .loading.load import LoadedModel, ModelSource, check_architecture, load  # noqa: F401
-from .loading.quantization import (QUANTIZATIONS, bitsandbytes_cpu_problem, quantization_config,  # noqa: F401
-                                   quantization_details, quiet_loading)
-from .settings import (DTYPES, EIGHT_BIT_SLOW, FLOAT16_MAX, QUANTIZATION_CHOICES, QUANTIZED_CPU_NOTE,  # noqa: F401
-                       ScoreSettings, check_rescore_margin, choose_dtype, choose_quantization, non_finite_message)
+from ..score_settings import AUTO, DEFAULT_MODEL
+from .loading.host import Host
+from .loading.load import LoadedModel, ModelSource, load
+from .loading.quantization import quiet_loading
+from .settings import ScoreSettings
 
 
 @quiet_loading()
-def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = "auto", dtype: str = "auto",
-               device: str = "auto", revision: str | None = None, threads: int | None = None,
-               rescore_margin: float | str = "auto", masked: bool = False, scorer: str | None = None,
+def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = AUTO, dtype: str = AUTO,
+               device: str = AUTO, revision: str | None = None, threads: int | None = None,
+               rescore_margin: float | str = AUTO, masked: bool = False, scorer: str | None = None,
                host: Host | None = None, adapter: str | None = None) -> LoadedModel:
     """Load a model by embedded name, hub id or local folder, as ``model`` (a ``ScoreSettings``) or the parameters
     given by name say (``scorer``: the dataset's scorer kind; a masked LM scores sentences); keep a float32 twin

@@ -20,18 +20,6 @@ from .scorer import Scorer, make_scorer
 from .settings import ScoreSettings, non_finite_message
 
 
-def check_params(*, batch_size="auto", limit=None, limit_seed: int = 0, checkpoint_every: int = 16,
-                 shard_index: int = 0, num_shards: int = 1, pll_variant: str = "original", spec: DatasetSpec | None = None,
-                 masked: bool = False, rescore_margin: float | str = 0.0, chat_template: str = "auto",
-                 calibration_size: int = 8) -> ScoreSettings:
-    """The run parameters validated without a model (``ScoreSettings`` checks them once, when built)."""
-    return ScoreSettings.from_params(spec, batch_size=batch_size, limit=limit, limit_seed=limit_seed,
-                                     checkpoint_every=checkpoint_every, shard_index=shard_index,
-                                     num_shards=num_shards, pll_variant=pll_variant, masked=masked,
-                                     rescore_margin=rescore_margin, chat_template=chat_template,
-                                     calibration_size=calibration_size)
-
-
 def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
               progress=True, stop_after: int | None = None, say_limited: bool = True,
               **run_params) -> tuple[pd.DataFrame, dict]:
@@ -56,7 +44,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
                     limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
                     limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
                     num_shards=settings.num_shards, shard_index=settings.shard_index, **scorer.meta)
-        expected = runstore.identity(meta)
+        expected = runstore.identity(settings, spec, meta["dataset_sha256"], loaded=meta)  # what loading decided
         files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)
         if finished is not None:

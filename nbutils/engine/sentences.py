@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..score_settings import PLL_VARIANTS, check_choice
 from ..spec import DatasetSpec
 from .batching import model_device, pack_batches, right_pad, with_oom_halving
 
@@ -55,7 +56,6 @@ def sentence_logprobs(model, tokenizer, sentences: Sequence[str], batch_size: in
     return sentence_frame(sentences, out)
 
 
-PLL_VARIANTS = ("original", "within_word_l2r")
 
 
 def _mlm_head(model):
@@ -77,8 +77,7 @@ def masked_copies(tokenizer, sentence: str, variant: str = "original") -> tuple[
     ``original`` masks the one token (Salazar et al. 2020); ``within_word_l2r`` also masks the tokens to its right
     in the same word (Kauf & Ivanova 2023), so a word's later pieces cannot give its earlier ones away.
     """
-    if variant not in PLL_VARIANTS:
-        raise ValueError(f"variant: must be one of {list(PLL_VARIANTS)}, got {variant!r}")
+    check_choice("variant", variant, PLL_VARIANTS)
     enc = tokenizer(sentence, return_special_tokens_mask=True)
     ids, special, words = enc["input_ids"], enc["special_tokens_mask"], enc.word_ids()
     copies = []

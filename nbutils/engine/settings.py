@@ -1,5 +1,6 @@
-"""The scoring settings, decided once: a frozen ``ScoreSettings`` built from the score notebook's parameters and
-validated once, then resolved once against the host (and, on a GPU, the model's size) into what is carried out.
+"""The scoring settings resolved against the host: ``ScoreSettings`` is the record of ``nbutils.score_settings``
+(every parameter, its default and its check, the score file's name, read without torch) with what the host and, on a
+GPU, the model's size decide (``Resolved``), resolved once into what is carried out.
 
 Everything below the score notebook reads this object: ``loading`` carries out its device, dtype, quantization and
 float32 twin; ``run.score_run`` reads its run parameters and batch plan; the scorers read their part. Every choice an
@@ -8,8 +9,7 @@ float32 twin; ``run.score_run`` reads its run parameters and batch plan; the sco
 - ``choose_dtype`` — ``dtype: auto`` → bfloat16 / float16 / float32, and why;
 - ``choose_quantization`` — ``quantization: auto`` → the most exact precision that fits the GPU;
 - ``resolve_margin`` — the re-scoring margin a model allows (0 where there is no float32 twin to re-score with);
-- ``batching.batch_policy`` — what ``batch_size`` means for a scorer on a device (rows per pass, a GPU's token budget);
-- ``paths.score_slug`` (called by ``ScoreSettings.slug``) — the score file's name.
+- ``batching.batch_policy`` — what ``batch_size`` means for a scorer on a device (rows per pass, a GPU's token budget).
 
 The resolved object is written whole into the score file's sidecar (``meta["settings"]``), beside the flat keys
 the readers use.
@@ -20,19 +20,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import adapters, paths
-from ..run_dataset import check_int
+from .. import score_settings
+from ..score_settings import AUTO, EMBEDDED
 from .batching import batch_policy
-from .choices import CHAT_TEMPLATE_MODES
-from .loading.embedded import DEFAULT_MODEL, EMBEDDED
 from .loading.host import ACTIVATION_ROOM, Host, check_fits_gpu, estimate_weight_bytes, resolve_device
-from .loading.quantization import QUANTIZATIONS, bitsandbytes_cpu_problem
-from .sentences import PLL_VARIANTS
+from .loading.quantization import bitsandbytes_cpu_problem
 
-DTYPES = ("float32", "bfloat16", "float16")
-DTYPE_CHOICES = ("auto", *DTYPES)
-QUANTIZATION_CHOICES = ("auto", *QUANTIZATIONS)  # auto: the most exact precision that fits the GPU (none on CPU)
-SCORERS = ("choices", "sentences")
 EIGHT_BIT_SLOW = ("bitsandbytes 8-bit prefill is several times slower than bf16 (int8 matmuls with outlier "
                   "decomposition); prefer quantization='none' (bf16) whenever it fits")
 QUANTIZED_CPU_NOTE = ("on the CPU, bitsandbytes quantization is for checking whether quantization changes your "
@@ -66,69 +59,11 @@ class Resolved:
 
 
 @dataclass(frozen=True)
-class ScoreSettings:
-    """Every parameter of one scoring run, validated when built; ``resolved`` holds the host's decisions."""
+class ScoreSettings(score_settings.ScoreSettings):
+    """Every parameter of one scoring run, validated when built (``score_settings.validate``); ``resolved`` holds
+    the host's decisions."""
 
-    model: str = DEFAULT_MODEL
-    revision: str | None = None
-    adapter: str | None = None  # a PEFT LoRA adapter (folder or hub id) merged into the model's weights at load
-    quantization: str = "auto"
-    dtype: str = "auto"
-    device: str = "auto"
-    threads: int | None = None
-    rescore_margin: float | str = "auto"
-    calibration_size: int = 8
-    masked: bool = False
-    pll_variant: str = "original"
-    scorer: str = "choices"
-    chat_template: str = "auto"
-    batch_size: int | str = "auto"
-    limit: int | None = None
-    limit_seed: int = 0
-    checkpoint_every: int = 16
-    shard_index: int = 0
-    num_shards: int = 1
     resolved: Resolved | None = field(default=None, compare=True)
-
-    def __post_init__(self):
-        validate(self)
-
-    # ------------------------------------------------------------ building
-    @classmethod
-    def from_params(cls, spec=None, **params) -> "ScoreSettings":
-        """The settings of the score notebook's parameters; ``spec`` (a ``DatasetSpec``) sets the scorer kind. A
-        parameter that is not a setting is an error naming it."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"resolved", "scorer"}
-        unknown = sorted(set(params) - names)
-        if unknown:
-            raise ValueError(f"{unknown[0]}: not a scoring setting; the settings are {sorted(names)}")
-        if spec is not None:
-            params["scorer"] = spec.scorer
-        return cls(**params)
-
-    def with_run(self, **params) -> "ScoreSettings":
-        """These settings with other run parameters (limit, shards, batch size, …), validated again."""
-        return dataclasses.replace(self, **params) if params else self
-
-    # ------------------------------------------------------------ what the parameters name
-    @property
-    def embedded(self) -> bool:
-        return self.model in EMBEDDED
-
-    @property
-    def slug(self) -> str:
-        """The name of this model's score files (see ``paths.score_slug``)."""
-        return paths.score_slug(self.model, self.quantization, self.dtype, self.adapter)
-
-    @property
-    def base_names(self) -> tuple[str, ...]:
-        """Other names the model goes by, for an adapter's base model: the hub id an embedded GGUF was made from."""
-        hub_id = EMBEDDED[self.model].hub_id if self.embedded else None
-        return (hub_id,) if hub_id else ()
-
-    def score_file(self, run_dir):
-        """This run's score file (``paths.score_file`` of the slug, limit and shard)."""
-        return paths.score_file(run_dir, self.slug, self.limit, self.shard_index, self.num_shards)
 
     # ------------------------------------------------------------ the host's decisions
     def resolve(self, host: Host, n_params: Callable[[], int] | None = None) -> "ScoreSettings":
@@ -150,15 +85,15 @@ class ScoreSettings:
                 raise ValueError("quantization: 8bit/4bit is for causal LMs here; use quantization='none' with "
                                  "masked: True")
         margin = 0.0 if self.scorer == "sentences" else self.rescore_margin  # masked LMs score sentences (validate)
-        if quantized_on_cpu and self.dtype == "auto":
+        if quantized_on_cpu and self.dtype == AUTO:
             dtype, dtype_reason = "float32", f"auto: {self.quantization} weights on the CPU, every other module in float32"
         else:
             dtype, dtype_reason = choose_dtype(self.dtype, device, host, rescoring=margin != 0)
-        if self.dtype != "auto" and dtype == "float16" and not gpu:
+        if self.dtype != AUTO and dtype == "float16" and not gpu:
             warnings.append(FLOAT16_ON_CPU)
         quantization, q_reason = self._quantization(device, dtype, host, n_params, warnings)
         margin_used, note = resolve_margin(margin, dtype, quantization, device)
-        if note and margin != "auto":
+        if note and margin != AUTO:
             warnings.append(f"rescore_margin: {margin} requested, 0 used ({note})")
         memory = None
         if gpu and not self.embedded:
@@ -172,7 +107,7 @@ class ScoreSettings:
     def _quantization(self, device: str, dtype: str, host: Host, n_params, warnings: list) -> tuple[str, str | None]:
         """``quantization: auto`` → none on a CPU, the most exact precision that fits a GPU; notes for 8-bit and CPU."""
         quantization, reason = self.quantization, None
-        if quantization == "auto":
+        if quantization == AUTO:
             if not device.startswith("cuda"):
                 return "none", ("quantization auto: none (CPU: full precision; 8bit/4bit run on the CPU only when "
                                 "asked for, to check whether they change results)")
@@ -243,7 +178,7 @@ class ScoreSettings:
         r = self.need_resolved()
         rows, budget = self.batch_plan()
         batch = f"{rows} row{'s' if rows > 1 else ''} per pass" + (f", ≤ {budget} tokens per batch" if budget else "")
-        margin = "auto" if r.rescore_margin == "auto" else "0 (off)" if not r.rescore_margin else f"{r.rescore_margin}"
+        margin = AUTO if r.rescore_margin == AUTO else "0 (off)" if not r.rescore_margin else f"{r.rescore_margin}"
         out = [("model", self.model, self.slug + " (score file name)"),
                *([("adapter", self.adapter, "LoRA merged into the weights at load")] if self.adapter else []),
                ("device", self.device, r.device),
@@ -268,76 +203,13 @@ class ScoreSettings:
         return "\n".join(f"{name:<15} {req:<22} {used}".rstrip() for name, req, used in self.table())
 
 
-# ---------------------------------------------------------------- validation, once
-
-def validate(s: ScoreSettings) -> None:
-    """Every parameter checked without a model (so a typo costs seconds, not a model load); each error names the
-    parameter and what is allowed."""
-    if not isinstance(s.model, str) or not s.model:
-        raise ValueError(f"model: must be an embedded model ({', '.join(EMBEDDED)}), a Hugging Face hub id or a "
-                         f"local folder, got {s.model!r}")
-    if s.revision is not None and not isinstance(s.revision, str):
-        raise ValueError(f"revision: must be a branch, tag or commit (text) or None, got {s.revision!r}")
-    adapters.check_setting(s.adapter)
-    if s.adapter and (s.quantization in ("8bit", "4bit") or s.masked):
-        raise ValueError("adapter: a LoRA is merged into a causal LM's full-precision weights; use quantization: "
-                         "none or auto, masked: False")
-    if s.quantization not in QUANTIZATION_CHOICES:
-        raise ValueError(f"quantization: must be one of {list(QUANTIZATION_CHOICES)}, got {s.quantization!r}")
-    if s.dtype not in DTYPE_CHOICES:
-        raise ValueError(f"dtype: must be one of {list(DTYPE_CHOICES)}, got {s.dtype!r}")
-    if not isinstance(s.device, str) or not (s.device in ("auto", "cpu") or s.device.startswith("cuda")):
-        raise ValueError(f"device: must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {s.device!r}")
-    if s.threads is not None and (isinstance(s.threads, bool) or not isinstance(s.threads, int) or s.threads < 1):
-        raise ValueError(f"threads: must be a positive integer or None, got {s.threads!r}")
-    if s.scorer not in SCORERS:
-        raise ValueError(f"scorer: must be one of {list(SCORERS)}, got {s.scorer!r}")
-    if s.chat_template not in CHAT_TEMPLATE_MODES:
-        raise ValueError(f"chat_template: must be one of {list(CHAT_TEMPLATE_MODES)}, got {s.chat_template!r}")
-    if not isinstance(s.masked, bool):
-        raise ValueError(f"masked: must be True or False, got {s.masked!r}")
-    check_rescore_margin(s.rescore_margin)
-    check_int("calibration_size", s.calibration_size, 1)
-    if s.scorer == "choices" and s.masked:
-        raise ValueError("masked: answer choices need a causal LM; masked LMs score sentences only (negation)")
-    if s.scorer == "sentences" and s.rescore_margin and s.rescore_margin != "auto":
-        raise ValueError("rescore_margin: applies to answer choices only; this dataset is scored as sentences")
-    if s.masked and s.model in EMBEDDED:
-        raise ValueError(f"masked: True needs a masked LM; {s.model!r} is a causal LM. Set masked: False")
-    batch_policy(s.batch_size)  # raises for anything but auto or an integer ≥ 1
-    if s.limit is not None:
-        check_int("limit", s.limit, 1)
-    check_int("limit_seed", s.limit_seed, 0)
-    check_int("checkpoint_every", s.checkpoint_every, 1)
-    check_int("num_shards", s.num_shards, 1)
-    check_int("shard_index", s.shard_index, 0)
-    if s.shard_index >= s.num_shards:
-        raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
-    if s.pll_variant not in PLL_VARIANTS:
-        raise ValueError(f"pll_variant: must be one of {list(PLL_VARIANTS)}, got {s.pll_variant!r}")
-    if s.model not in EMBEDDED:
-        paths.check_model_folder(s.model)  # last: every other value is said first, without a look at the disk
-    if s.adapter and adapters.is_local(s.adapter):  # a hub id is checked once downloaded, at load
-        adapters.check_base(adapters.read_config(s.adapter, s.adapter), s.adapter, s.model, s.base_names)
-
-
-def check_rescore_margin(rescore_margin) -> None:
-    """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
-    if rescore_margin == "auto":
-        return
-    if (isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float))
-            or not rescore_margin >= 0 or rescore_margin == float("inf")):  # NaN is not ≥ 0
-        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, "
-                         f"got {rescore_margin!r}")
-
-
 # ---------------------------------------------------------------- the decisions, each in one function
 
 def choose_dtype(dtype: str, device: str, host: Host | None = None, rescoring: bool = True) -> tuple[str, str]:
     """The dtype to compute in and why: ``auto`` → bf16 on a GPU that has it (else float16); on a CPU with native
     bf16 (AVX512-BF16/AMX) bf16 with a float32 tail and float32 re-scoring of close calls when ``rescoring``;
     float32 elsewhere."""
-    if dtype != "auto":  # checked once, by validate
+    if dtype != AUTO:  # checked once, by score_settings.validate
         return dtype, "set explicitly"
     host = host or Host.probe()
     if device.startswith("cuda"):
@@ -376,10 +248,10 @@ def resolve_margin(margin, dtype: str, quantization: str, device: str) -> tuple[
         return 0.0, "already float32: nothing to re-score"
     if quantization != "none":
         return 0.0, f"{quantization} weights: no float32 copy to re-score with"
-    if margin == "auto" and device.startswith("cuda"):
+    if margin == AUTO and device.startswith("cuda"):
         return 0.0, "auto on a GPU: a float32 twin would double GPU memory; give a number to force re-scoring"
-    if margin == "auto":
-        return "auto", "calibrated at the start of the run on a sample of its own prompts"
+    if margin == AUTO:
+        return AUTO, "calibrated at the start of the run on a sample of its own prompts"
     return margin, None
 
 

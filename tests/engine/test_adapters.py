@@ -92,13 +92,17 @@ def test_adapter_is_in_the_name_the_sidecar_and_the_identity(tmp_path, tiny_run,
     assert skipped == [slug] and list(models) == [paths.score_slug(model, adapter=str(other))] and len(tasks) == 1
     meta_side = paths.sidecar(paths.score_file(run, slug))
     side = artifacts.read_json(meta_side)
-    assert runstore.matches_params(side, {"model": model, "adapter": str(adapter_dir)})
-    assert not runstore.matches_params(side, {"model": model}), "a file with an adapter is not the base model's"
+    def same(meta, params):  # the sweep's rule: the identity of a model file's settings before the model loads
+        expected = runstore.identity(ScoreSettings.of_model_file(SPEC, params), SPEC, meta["dataset_sha256"])
+        return runstore.matches(expected, meta)
+
+    assert same(side, {"model": model, "adapter": str(adapter_dir)})
+    assert not same(side, {"model": model}), "a file with an adapter is not the base model's"
     changed = tmp_path / "changed"
     shutil.copytree(adapter_dir, changed)
-    assert runstore.matches_params(dict(side, adapter=str(changed)), {"model": model, "adapter": str(changed)})
+    assert same(dict(side, adapter=str(changed)), {"model": model, "adapter": str(changed)})
     make_adapter(base_model, changed, seed=2)  # retrained in place
-    assert not runstore.matches_params(dict(side, adapter=str(changed)), {"model": model, "adapter": str(changed)})
+    assert not same(dict(side, adapter=str(changed)), {"model": model, "adapter": str(changed)})
 
 
 def test_refused_by_name_before_loading(tmp_path, tiny_model_dir, adapter_dir):

@@ -14,10 +14,12 @@ import torch
 
 from nbutils import studies
 from nbutils.engine import models
+from nbutils.engine.loading.embedded import cache_dir
 from nbutils.engine.scorer import make_scorer
+from nbutils.score_settings import EMBEDDED, GEMMA_MODEL
 
-GEMMA = models.GEMMA_MODEL
-PACKAGE = models.EMBEDDED[GEMMA].package
+GEMMA = GEMMA_MODEL
+PACKAGE = EMBEDDED[GEMMA].package
 
 
 def test_without_its_package_the_model_name_says_how_to_install_it(monkeypatch):
@@ -65,7 +67,7 @@ def test_loads_offline_as_a_base_model_with_its_gguf_sha256(gemma):
     assert gemma.meta["model_file"] == pkg.MODEL_NAME
     assert gemma.meta["model_file_sha256"] == pkg.EXPECTED_SHA256
     assert gemma.meta["revision"] == f"gguf-sha256:{pkg.EXPECTED_SHA256}"
-    assert (models.cache_dir() / gemma.meta["dequantized_cache"]).is_dir()  # a name in the cache: no machine path
+    assert (cache_dir() / gemma.meta["dequantized_cache"]).is_dir()  # a name in the cache: no machine path
     assert gemma.meta["source_precision"] == "gguf Q4_K_M, dequantized to float32"
     assert not gemma.meta["chat_template_available"]
     assert gemma.tokenizer("Hello").input_ids[0] == gemma.tokenizer.bos_token_id

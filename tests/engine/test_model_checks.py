@@ -7,6 +7,7 @@ import pytest
 
 from nbutils import paths
 from nbutils.engine import models
+from nbutils.score_settings import DEFAULT_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def test_causal_lm_given_to_the_masked_scorer_is_an_error(tiny_model_dir):
     with pytest.raises(ValueError, match="^masked: True needs a masked LM"):
         models.load_model(str(tiny_model_dir), device="cpu", masked=True)
     with pytest.raises(ValueError, match="^masked: True needs a masked LM"):
-        models.load_model(models.DEFAULT_MODEL, masked=True)
+        models.load_model(DEFAULT_MODEL, masked=True)
 
 
 def test_two_local_folders_with_the_same_name_get_different_slugs(tmp_path, tiny_model_dir):

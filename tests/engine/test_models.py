@@ -8,16 +8,17 @@ import torch
 
 from nbutils.engine import models
 from nbutils.engine.loading import host as host_module
+from nbutils.engine.loading.quantization import quantization_config
 
 
 def test_four_bit_is_nf4_with_bf16_compute_and_double_quantization():
-    cfg = models.quantization_config("4bit")
+    cfg = quantization_config("4bit")
     assert cfg.load_in_4bit and cfg.bnb_4bit_quant_type == "nf4"
     assert cfg.bnb_4bit_compute_dtype == torch.bfloat16 and cfg.bnb_4bit_use_double_quant
-    assert models.quantization_config("8bit").load_in_8bit
-    assert models.quantization_config("none") is None
+    assert quantization_config("8bit").load_in_8bit
+    assert quantization_config("none") is None
     with pytest.raises(ValueError, match="^quantization:"):
-        models.quantization_config("3bit")
+        quantization_config("3bit")
 
 
 @pytest.mark.parametrize("kwargs, parameter", [
@@ -31,17 +32,17 @@ def test_bad_arguments_name_the_parameter(tiny_model_dir, kwargs, parameter):
 
 
 def test_weight_memory_estimate_and_refusal(tiny_llama):
-    n = models.count_parameters(tiny_llama.config)
+    n = host_module.count_parameters(tiny_llama.config)
     assert n == sum(p.numel() for p in tiny_llama.parameters())
     tied = copy.deepcopy(tiny_llama.config)
     tied.tie_word_embeddings = True
-    assert models.count_parameters(tied) == n - tied.vocab_size * tied.hidden_size, "a tied output layer counts once"
-    assert models.estimate_weight_bytes(32_000_000_000, "4bit") < models.estimate_weight_bytes(32_000_000_000, "8bit")
+    assert host_module.count_parameters(tied) == n - tied.vocab_size * tied.hidden_size, "a tied output layer counts once"
+    assert host_module.estimate_weight_bytes(32_000_000_000, "4bit") < host_module.estimate_weight_bytes(32_000_000_000, "8bit")
     gib = 2**30
-    line = models.check_fits_gpu(32_000_000_000, "4bit", free_bytes=80 * gib)
+    line = host_module.check_fits_gpu(32_000_000_000, "4bit", free_bytes=80 * gib)
     assert "GiB free" in line
     with pytest.raises(ValueError, match="^quantization: the model does not fit"):
-        models.check_fits_gpu(65_000_000_000, "bfloat16", free_bytes=80 * gib)
+        host_module.check_fits_gpu(65_000_000_000, "bfloat16", free_bytes=80 * gib)
 
 
 def test_local_folder_loads_with_metadata(tiny_model_dir, monkeypatch):

@@ -11,7 +11,8 @@ import torch
 
 from nbutils import paths, runstore, studies
 from nbutils.engine import run as scoring
-from nbutils.engine.models import load_model, non_finite_message
+from nbutils.engine.models import load_model
+from nbutils.engine.settings import non_finite_message
 
 SPEC = studies.get("monotonicity").spec
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nbutils import artifacts, paths, studies
+from nbutils import score_settings as base_settings
 from nbutils.engine import batching, calibration, models, run as scoring, settings as score_settings
 from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
 from nbutils.engine.loading import host as host_module
@@ -24,7 +25,7 @@ GIB = 2**30
     ("flags\t: fpu avx2 avx512_bf16x", False),  # a whole flag, not a prefix
 ])
 def test_native_bf16_is_read_from_the_cpu_flags(cpuinfo, native):
-    assert models.cpu_supports_bf16(cpuinfo) is native
+    assert host_module.cpu_supports_bf16(cpuinfo) is native
 
 
 def test_auto_on_a_native_bf16_cpu_is_the_fast_path_and_says_why(tiny_model_dir, monkeypatch, capsys):
@@ -56,9 +57,9 @@ def test_auto_with_rescoring_switched_off_stays_float32(tiny_model_dir, monkeypa
 @pytest.mark.parametrize("bad", [-0.1, "wide", True])
 def test_rescore_margin_is_auto_or_a_number(bad):
     with pytest.raises(ValueError, match="^rescore_margin: must be 'auto'"):
-        models.check_rescore_margin(bad)
+        base_settings.check_rescore_margin(bad)
     with pytest.raises(ValueError, match="^calibration_size:"):
-        scoring.check_params(calibration_size=0)
+        base_settings.ScoreSettings(calibration_size=0)
 
 
 # ---------------------------------------------------------------- calibrated re-scoring
@@ -194,14 +195,14 @@ def test_a_checkpoint_calibrated_for_another_float32_tail_is_calibrated_again(tm
     (8e9, 16, "8bit"),    # bf16 14.9 GiB > 13.6 GiB usable
 ])
 def test_quantization_auto_picks_the_most_exact_precision_that_fits(n_params, free_gib, expected):
-    choice, line = models.choose_quantization(int(n_params), free_gib * GIB)
+    choice, line = score_settings.choose_quantization(int(n_params), free_gib * GIB)
     assert choice == expected
     assert f"{free_gib:.1f} GiB free" in line and "bfloat16 ~" in line
 
 
 def test_quantization_auto_refuses_what_fits_nowhere():
     with pytest.raises(ValueError, match="^quantization: auto found no precision that fits"):
-        models.choose_quantization(200_000_000_000, 80 * GIB)
+        score_settings.choose_quantization(200_000_000_000, 80 * GIB)
 
 
 def _gpu_host(free_gib: float = 80) -> host_module.Host:

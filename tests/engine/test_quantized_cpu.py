@@ -11,6 +11,7 @@ import torch
 from nbutils import artifacts, studies
 from nbutils.engine import models, run as scoring
 from nbutils.engine.choices import answer_logprobs, build_requests
+from nbutils.engine.loading import quantization
 from nbutils.engine.sentences import sentence_logprobs
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
@@ -94,7 +95,7 @@ def test_a_quantized_run_writes_its_score_file_and_records_the_precision(tmp_pat
 
 
 def test_a_bitsandbytes_that_cannot_run_is_refused_by_name_before_loading(tiny_model_dir, monkeypatch):
-    models.bitsandbytes_cpu_problem.cache_clear()
+    quantization.bitsandbytes_cpu_problem.cache_clear()
     try:
         with monkeypatch.context() as m:
             m.setitem(sys.modules, "bitsandbytes", None)  # as if it were not installed
@@ -102,5 +103,5 @@ def test_a_bitsandbytes_that_cannot_run_is_refused_by_name_before_loading(tiny_m
                                                  r"not import .*Install bitsandbytes >= 0.46"):
                 models.load_model(str(tiny_model_dir), device="cpu", quantization="8bit")
     finally:
-        models.bitsandbytes_cpu_problem.cache_clear()
-    assert models.bitsandbytes_cpu_problem("4bit") is None, "the installed one runs"
+        quantization.bitsandbytes_cpu_problem.cache_clear()
+    assert quantization.bitsandbytes_cpu_problem("4bit") is None, "the installed one runs"

@@ -14,6 +14,7 @@ import pytest
 from nbutils import artifacts, paths, runstore, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
+from nbutils.score_settings import ScoreSettings
 
 SPEC = studies.get("monotonicity").spec
 STUDY1_COLUMNS = ["prompt_id", "logp_yes", "logp_no", "margin", "pred_yes", "label", "correct", "n_tokens", "rescored"]
@@ -278,9 +279,9 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
     lim, m = scoring.score_run(run, lm, spec, batch_size=4, limit=2, progress=False)
     assert lim.merge(df, on="stimulus_id")["item_id"].nunique() == 2 and len(lim) == 8, "limit counts whole items"
     with pytest.raises(ValueError, match="^rescore_margin: applies to answer choices only"):
-        scoring.check_params(spec=spec, rescore_margin=0.5)
+        ScoreSettings.from_params(spec, rescore_margin=0.5)
     with pytest.raises(ValueError, match="^masked: answer choices need a causal LM"):
-        scoring.check_params(spec=SPEC, masked=True)
+        ScoreSettings.from_params(SPEC, masked=True)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -291,7 +292,7 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
 ])
 def test_run_parameters_are_checked_without_a_model(bad, match):
     with pytest.raises(ValueError, match=match):
-        scoring.check_params(**bad)
+        ScoreSettings(**bad)
 
 
 def test_rates_guard_a_zero_elapsed_time():

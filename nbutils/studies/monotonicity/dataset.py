@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts
+from ...score_settings import check_int
 from ..common.quantifiers import Concept, example_space, nouns, parse_concept, render_line
 from ..common import variants
 
@@ -20,14 +21,6 @@ DEFAULT_VARIANTS = {v: [n] for v, n in variants.DEFAULTS.items()}  # the papers'
 
 
 MAX_ROWS = 2_000_000  # prompts in one dataset: ~3 kB of text each, so ~6 GB in memory at the limit
-
-
-def _check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: must be an integer ≥ {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name}: must be an integer from {minimum} to {maximum}, got {value!r}")
-    return int(value)
 
 
 def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, seed) -> list[Concept]:
@@ -55,7 +48,7 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
         raise ValueError(f"conditions: must be a non-empty list drawn from {list(CONDITIONS)}, got {conditions!r}")
     if len(set(conditions)) != len(conditions):
         raise ValueError(f"conditions: duplicates are not allowed, got {conditions!r}")
-    ppc = _check_int("prompts_per_concept", prompts_per_concept, 2)
+    ppc = check_int("prompts_per_concept", prompts_per_concept, 2)
     rows = ppc * len(parsed) * len(conditions)
     if rows > MAX_ROWS:
         raise ValueError(f"prompts_per_concept: {ppc} gives {rows:,} prompts ({len(parsed)} concepts × {len(conditions)} "
@@ -63,10 +56,10 @@ def validate_parameters(concepts, conditions, prompts_per_concept, n_examples, s
                          "prompts per dataset (the paper design has 34,000)")
     if ppc % 2:
         raise ValueError(f"prompts_per_concept: must be even (half the queries true, half false), got {ppc}")
-    n = _check_int("n_examples", n_examples, 2)
+    n = check_int("n_examples", n_examples, 2)
     if n % 2:
         raise ValueError(f"n_examples: must be even (half positive, half negative examples), got {n}")
-    _check_int("seed", seed, 0, artifacts.SEED_MAX)
+    check_int("seed", seed, 0, artifacts.SEED_MAX)
     for c in parsed:
         pos, neg = example_space(c)
         need = n // 2 + 1  # n/2 labeled examples plus one unseen query of the same label

@@ -161,9 +161,11 @@ def test_negation_skip_check_sees_the_pll_variant(tmp_path):
 
     (tmp_path / "scores").mkdir()
     (tmp_path / "stimuli.parquet").write_bytes(b"x")
-    artifacts.write_json({"complete": True, "model": "bert-base-uncased", "dataset_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"),
-                          "pll_variant": "original", "batch_size": 64, "masked": True, "limit": None},
-                         tmp_path / "scores" / "bert-base-uncased.json")
+    artifacts.write_json({"complete": True, "model": "bert-base-uncased", "dataset_file": "stimuli.parquet",
+                          "dataset_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"), "scorer": "sentences",
+                          "quantization": "none", "dtype": "float32", "rescore_margin": 0.0, "revision": "abc",
+                          "pll_variant": "original", "batch_size": 64, "masked": True, "limit": None, "limit_seed": 0,
+                          "num_shards": 1, "shard_index": 0}, tmp_path / "scores" / "bert-base-uncased.json")
     params = {"model": "bert-base-uncased", "masked": True, "batch_size": 64}
     spec = studies.get("negation").spec
     assert is_done(tmp_path, spec, dict(params, pll_variant="original"))
