@@ -154,3 +154,32 @@ def test_sentence_scores_do_not_depend_on_the_batch_size(tmp_path, float32_lm):
     assert np.abs(out[1]["sum_logprob"].to_numpy() - out[5]["sum_logprob"].to_numpy()).max() < 1e-5
     for a, b in zip(out[1]["token_logprobs"], out[5]["token_logprobs"]):
         assert len(a) == len(b) and np.abs(np.asarray(a) - np.asarray(b)).max() < 1e-5
+
+
+# ---------------------------------------------------------------- the identity before and after the host decides
+
+HOSTS = {"cpu": CPU, "cpu with native bf16": dataclasses.replace(CPU, cpu_native_bf16=True),
+         "gpu": dataclasses.replace(CPU, cuda=True, cuda_bf16=True, free_gpu_bytes=lambda: 80 * 2**30),
+         "gpu without bf16": dataclasses.replace(CPU, cuda=True, free_gpu_bytes=lambda: 80 * 2**30)}
+
+
+@pytest.mark.parametrize("host", list(HOSTS))
+@pytest.mark.parametrize("spec", [MONO, NEG], ids=["choices", "sentences"])
+def test_what_a_host_resolves_is_what_the_identity_before_loading_admits(host, spec, monkeypatch):
+    """``score_settings.identity`` before a model loads (the sweep's skip) admits exactly the precision and margin
+    ``resolve`` picks on every kind of host, for every combination of the settings it depends on."""
+    from nbutils import score_settings as base
+
+    monkeypatch.setattr("nbutils.engine.settings.bitsandbytes_cpu_problem", lambda q: None)
+    for dtype in base.DTYPE_CHOICES:
+        for quantization in base.QUANTIZATION_CHOICES:
+            for margin in (("auto", 0, 0.5) if spec is MONO else ("auto", 0)):
+                s = ScoreSettings.from_params(spec, model="org/m", dtype=dtype, quantization=quantization,
+                                              rescore_margin=margin)
+                resolved = s.resolve(HOSTS[host], n_params=lambda: 100_000_000)
+                r = resolved.resolved
+                got = {"dtype": r.dtype, "quantization": r.quantization, "rescore_margin": r.rescore_margin}
+                expected = {k: v for k, v in base.identity(s, spec, "sha").items() if k in got}
+                assert not base.mismatched(expected, got), (dtype, quantization, margin, got, expected)
+                after = base.identity(s, spec, "sha", loaded=resolved.sidecar())  # what the run loop compares
+                assert {k: after[k] for k in got} == got
