@@ -55,7 +55,7 @@ BANDS: dict[str, tuple[str, ...]] = {
     "engine maths": ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.sentences",
                      "nbutils.engine.calibration"),
     "engine": ("nbutils.engine", "nbutils.engine.loading"),  # the packages (the check that the score extra is there)
-    "base": ("nbutils", "nbutils.*"),
+    "base": ("nbutils", "nbutils.*", "nbutils.score_settings"),  # the scoring settings without torch, with the base
 }
 # What each band may import besides its own band (a study or a run analysis: only its own folder). Every arrow points
 # down the table; no band imports "engine run" (the run loop is called by the score notebook, never imported).

@@ -81,6 +81,10 @@ def test_a_finished_file_is_reused_whatever_the_batch_size(tmp_path, tiny_run, l
     assert final.stat().st_mtime_ns == mtime and again.equals(df) and meta2["batch_size"] == 1 == meta["batch_rows"]
     assert "batch_size" not in runstore.IDENTITY_KEYS and "batch_size" in meta and meta["settings"]["batch_size"] == 1
     assert runstore.is_done(run, SPEC, {"model": lm.meta["model"], "batch_size": 2})
+    # the sidecar records the identity the run loop computed, one the sweep's rule before loading admits
+    settings = lm.settings.with_run(batch_size=1)
+    assert runstore.recorded(meta) == runstore.identity(settings, SPEC, meta["dataset_sha256"], loaded=meta)
+    assert runstore.matches(runstore.identity(ScoreSettings(model=lm.meta["model"]), SPEC, meta["dataset_sha256"]), meta)
 
 
 def test_a_resumed_run_keeps_its_checkpoints_batch_plan(tmp_path, tiny_run, lm):
