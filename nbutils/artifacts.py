@@ -262,12 +262,14 @@ def _write_dataset(df: pd.DataFrame, path: Path, meta: dict, overwrite: bool) ->
     return meta
 
 
-def set_aside_scores(run_dir) -> list[Path]:
-    """Move every score file and checkpoint of a run into ``scores/.stale/<time>/`` (nothing is deleted)."""
+def set_aside_scores(run_dir, only: list[Path] | None = None) -> list[Path]:
+    """Move every score file and checkpoint of a run (or those of ``only`` that exist) into ``scores/.stale/<time>/``
+    (nothing is deleted)."""
     from . import paths
 
     src = paths.scores_dir(run_dir)
     files = [p for p in src.glob("*") if p.is_file()] + [p for p in paths.partial_dir(run_dir).glob("*") if p.is_file()]
+    files = files if only is None else [Path(p) for p in only if Path(p).is_file()]
     if not files:
         return []
     dest = paths.stale_dir(run_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))

@@ -7,7 +7,8 @@ that hold it), so analyses read scores without importing the engine:
   one check of an integer parameter), ``identity`` / ``matches`` (the one rule for "is this the same run?");
 - ``run_dataset`` — ``read_dataset`` (a run's dataset, verified against the sha256 its sidecar recorded) and
   ``select_limit`` (the seeded, stratified sample a ``limit`` run scores);
-- ``score_files`` — ``check_existing`` / ``is_done`` (that rule applied to a run's files and to the sweep's skip),
+- ``score_files`` — ``check_existing`` / ``is_done`` / ``set_aside_changed`` (that rule applied to a run's files and
+  to the sweep's skip: a file another scoring made is set aside, and scored again),
   ``ScoreFiles`` (one scoring run's score file, checkpoint and progress file), ``merge_shards`` (the shards of one
   model joined into the file an unsharded run writes);
 - ``score_reading`` — ``score_inventory`` / ``load_scores`` / ``excluded_notes`` / ``split_precisions`` (a run's
@@ -20,7 +21,7 @@ from __future__ import annotations
 from .artifacts import OverwriteError  # noqa: F401
 from .run_dataset import read_dataset, select_limit  # noqa: F401
 from .score_files import (ScoreFiles, check_existing, check_scores_file, coverage_problem, ids_digest,  # noqa: F401
-                          is_done, merge_shards, rates, write_scores)
+                          is_done, merge_shards, rates, set_aside_changed, write_scores)
 from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
                              identity, matches, recorded)
 from .score_reading import (EXCLUDED_WHY, derived_problem, excluded_notes, load_scores, score_inventory,  # noqa: F401

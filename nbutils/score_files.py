@@ -49,6 +49,30 @@ def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
     return bool(meta.get("complete")) and matches(identity(settings, spec, artifacts.sha256_file(dpath)), meta)
 
 
+def set_aside_changed(run_dir, spec: DatasetSpec, params: dict) -> tuple[list[Path], str]:
+    """The score file and checkpoint named for these parameters (a model file's) that another scoring made (their
+    recorded identity does not match ``score_settings.identity``), moved into ``scores/.stale/<time>/`` as the
+    scores of a regenerated dataset are, so that the sweep scores these parameters again: the paths moved, and what
+    differed. Nothing moves for parameters that are no valid settings, or for files of this same scoring."""
+    try:
+        settings = ScoreSettings.of_model_file(spec, params)
+    except ValueError:
+        return [], ""
+    dpath = paths.dataset_path(run_dir, spec.dataset_file)
+    if not dpath.exists():
+        return [], ""
+    expected = identity(settings, spec, artifacts.sha256_file(dpath))
+    files = ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
+    move, why = [], ""
+    for data, extra in ((files.final, ()), (files.partial, (files.progress,))):
+        side = paths.sidecar(data)
+        old = artifacts.read_json(side) if side.exists() else None
+        if old is not None and not matches(expected, old):
+            move += [data, side, *extra]
+            why = why or describe_mismatch(old, expected)
+    return (artifacts.set_aside_scores(run_dir, move) if move else []), why
+
+
 # ---------------------------------------------------------------- one scoring run's files
 
 class ScoreFiles:

@@ -263,7 +263,7 @@ def identity(settings: ScoreSettings, spec, dataset_sha256: str | None, loaded: 
     keys loading decides (``DECIDED_AT_LOAD``) are read from it. Without it they are predicted from the settings,
     an ``Undecided`` where the host, the hub or the tokenizer decides."""
     got = dict(loaded) if loaded is not None else _before_load(settings, spec.scorer)
-    masked = bool(got["masked"])
+    masked = bool(got.get("masked"))
     out = {k: got.get(k) for k in DECIDED_AT_LOAD}
     out.update(masked=masked, dataset_file=spec.dataset_file, dataset_sha256=dataset_sha256, scorer=spec.scorer,
                limit=settings.limit, limit_seed=settings.limit_seed, num_shards=settings.num_shards,

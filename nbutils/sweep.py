@@ -157,6 +157,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                         continue
                     step = f"scoring {slug}"
                     _check_dataset(run, record, sha, step)
+                    _set_aside_changed(run, spec, p)
                     print(f"[sweep] score {slug}", flush=True)
                     t0 = time.perf_counter()
                     try:
@@ -207,6 +208,8 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
                       ask=None) -> None:
     """The score step as one job array (``nbutils.cluster``): submit what is missing, watch, merge."""
     shards = cfg.get("shards_per_model", 1)
+    for p in model_params:
+        _set_aside_changed(run, record.spec, p, shards)
     models, tasks, skipped = cluster.plan(run, record.spec, model_params, shards)
     for slug in skipped:
         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
@@ -229,6 +232,19 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     report.failed.update(bad)
     for slug, err in bad.items():
         print(f"[sweep] FAILED score {slug}: {err}", flush=True)
+
+
+def _set_aside_changed(run: Path, spec, p: dict, shards: int = 1) -> None:
+    """A model's score file (and, scored as ``shards`` jobs, its shards' files) that a scoring with other identity
+    settings made, set aside (``runstore.set_aside_changed``), so that the model is scored again as its file says;
+    a model file with ``overwrite`` replaces them instead."""
+    if p.get("overwrite"):
+        return
+    for q in [p] + ([dict(p, shard_index=i, num_shards=shards) for i in range(shards)] if shards > 1 else []):
+        moved, why = runstore.set_aside_changed(run, spec, q)
+        if moved:
+            print(f"[sweep] {score_settings.slug_of(q)}: scored before with other settings ({why}); {len(moved)} "
+                  f"file(s) moved to {moved[0].parent}; scoring again", flush=True)
 
 
 def _check_kinds(cfg: dict, source: str) -> None:

@@ -43,6 +43,7 @@ def _scored(run, spec, params: dict, **decided) -> dict:
     meta = dict({k: "digest-of-the-options" if k in undecided else v for k, v in expected.items()}, **decided,
                 complete=True, batch_size=1)
     artifacts.write_json(meta, paths.sidecar(settings.score_file(run)))
+    settings.score_file(run).write_bytes(b"the scores")
     return meta
 
 
@@ -90,6 +91,7 @@ def test_a_changed_identity_setting_is_scored_again_by_the_sweep_and_the_cluster
     dataset = change.pop("dataset", None)
     _scored(run, spec, base, **({"chat_template_available": True} if spec is MONO else {}))  # a template it had
     assert runstore.is_done(run, spec, base), "the file just scored is already scored"
+    assert runstore.set_aside_changed(run, spec, base) == ([], ""), "nor set aside"
     assert cluster.plan(run, spec, [base], 1)[2] == [score_settings.slug_of(base)]
     changed = {**base, **change}
     if retrain:
@@ -97,15 +99,22 @@ def test_a_changed_identity_setting_is_scored_again_by_the_sweep_and_the_cluster
     if dataset is not None:
         paths.dataset_path(run, spec.dataset_file).write_bytes(dataset)
     if scorer_spec is not spec:  # the same bytes read as another study's dataset
-        paths.dataset_path(run, scorer_spec.dataset_file).write_bytes(paths.dataset_path(run, spec.dataset_file).read_bytes())
+        same_bytes = paths.dataset_path(run, spec.dataset_file).read_bytes()
+        paths.dataset_path(run, scorer_spec.dataset_file).write_bytes(same_bytes)
     assert not runstore.is_done(run, scorer_spec, changed), key
     models, tasks, skipped = cluster.plan(run, scorer_spec, [changed], 1)
     assert not skipped and list(models) == [score_settings.slug_of(changed)] and len(tasks) == 1
-    if paths.sidecar(ScoreSettings.of_model_file(scorer_spec, changed).score_file(run)).exists():  # same file name
-        old = artifacts.read_json(paths.sidecar(ScoreSettings.of_model_file(scorer_spec, changed).score_file(run)))
+    side = paths.sidecar(ScoreSettings.of_model_file(scorer_spec, changed).score_file(run))
+    if side.exists():  # the same file name: the file the other settings made is named, and set aside
         expected = score_settings.identity(ScoreSettings.of_model_file(scorer_spec, changed), scorer_spec,
                                            artifacts.sha256_file(paths.dataset_path(run, scorer_spec.dataset_file)))
-        assert key in score_settings.mismatched(expected, old), "the key that changed is the one named"
+        assert key in score_settings.mismatched(expected, artifacts.read_json(side)), "the key that changed"
+        moved, why = runstore.set_aside_changed(run, scorer_spec, changed)
+        assert f"{key}: " in why and sorted(p.name for p in moved) == sorted([side.name, side.with_suffix(".parquet").name])
+        assert all(p.parent.parent == paths.scores_dir(run) / ".stale" for p in moved) and not side.exists()
+    else:
+        assert runstore.set_aside_changed(run, scorer_spec, changed) == ([], ""), "another file: nothing moves"
+    assert not runstore.is_done(run, scorer_spec, changed)
 
 
 def test_what_the_host_decides_matches_any_value_it_can_decide(tmp_path):

@@ -84,7 +84,8 @@ def test_a_finished_file_is_reused_whatever_the_batch_size(tmp_path, tiny_run, l
     # the sidecar records the identity the run loop computed, one the sweep's rule before loading admits
     settings = lm.settings.with_run(batch_size=1)
     assert runstore.recorded(meta) == runstore.identity(settings, SPEC, meta["dataset_sha256"], loaded=meta)
-    assert runstore.matches(runstore.identity(ScoreSettings(model=lm.meta["model"]), SPEC, meta["dataset_sha256"]), meta)
+    before_loading = runstore.identity(ScoreSettings(model=lm.meta["model"]), SPEC, meta["dataset_sha256"])
+    assert runstore.matches(before_loading, meta)
 
 
 def test_a_resumed_run_keeps_its_checkpoints_batch_plan(tmp_path, tiny_run, lm):
