@@ -19,7 +19,7 @@ Every file name under a run directory is spelled here and nowhere else:
     {run}/<dataset file>  + .json      the study's dataset and its sidecar (prompts.parquet for monotonicity)
     {run}/scores/{slug}[.limit-N][.shard-I-of-K].parquet + .json
     {run}/scores/.partial/…            checkpoints of unfinished scoring runs
-    {run}/scores/.stale/<time>/…       scores set aside when their dataset was regenerated
+    {run}/scores/.stale/<time>/…       scores set aside: their dataset was regenerated, or their settings changed
     {run}/tables/, {run}/figures/, {run}/summary.json, {run}/results.md, {run}/report.html, {run}/.lock
     {run}/notebooks/<study>_<name>.ipynb, score__{slug}.ipynb   executed notebooks
 """

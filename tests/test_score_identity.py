@@ -138,3 +138,20 @@ def test_invalid_parameters_are_never_already_scored_and_keep_their_name(tmp_pat
     assert score_settings.slug_of(bad) == paths.model_slug(bad["model"]) + ".float16"
     with pytest.raises(ValueError, match="^model: no such folder"):
         ScoreSettings.of_model_file(MONO, bad)
+
+
+def test_the_sweep_sets_aside_a_models_files_and_shards_made_with_other_settings(tmp_path, capsys):
+    from nbutils import sweep
+
+    run = tmp_path / "run"
+    before = dict(CHOICES, chat_template="never")
+    for shard in ({}, {"shard_index": 0, "num_shards": 2}, {"shard_index": 1, "num_shards": 2}):
+        _scored(run, MONO, {**before, **shard}, chat_template_available=True)
+    sweep._set_aside_changed(run, MONO, before, shards=2)
+    assert len(list(paths.scores_dir(run).glob("*.json"))) == 3, "the same scoring: nothing moves"
+    sweep._set_aside_changed(run, MONO, dict(before, chat_template="auto", overwrite=True), shards=2)
+    assert len(list(paths.scores_dir(run).glob("*.json"))) == 3, "overwrite: the notebook replaces them"
+    sweep._set_aside_changed(run, MONO, dict(before, chat_template="auto"), shards=2)
+    assert not list(paths.scores_dir(run).glob("*.json")) and len(list(paths.stale_sidecars(run))) == 3
+    out = capsys.readouterr().out
+    assert out.count("scored before with other settings (used_chat_template: False → <whether the tokenizer") == 3
