@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..score_settings import AUTO, DEFAULT_MODEL
+from ..score_settings import DEFAULT_MODEL, SETTINGS
 from .loading.host import Host
 from .loading.load import LoadedModel, ModelSource, load
 from .loading.quantization import quiet_loading
@@ -16,13 +16,13 @@ from .settings import ScoreSettings
 
 
 @quiet_loading()
-def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = AUTO, dtype: str = AUTO,
-               device: str = AUTO, revision: str | None = None, threads: int | None = None,
-               rescore_margin: float | str = AUTO, masked: bool = False, scorer: str | None = None,
-               host: Host | None = None, adapter: str | None = None) -> LoadedModel:
-    """Load a model by embedded name, hub id or local folder, as ``model`` (a ``ScoreSettings``) or the parameters
-    given by name say (``scorer``: the dataset's scorer kind; a masked LM scores sentences); keep a float32 twin
-    when re-scoring is on. ``host``: the host to resolve for (probed when not given). The resolved settings are ``LoadedModel.settings``; their warnings are printed once.
+def load_model(model: str | ScoreSettings = DEFAULT_MODEL, *, scorer: str | None = None, host: Host | None = None,
+               **params) -> LoadedModel:
+    """Load a model by embedded name, hub id or local folder, as ``model`` (a ``ScoreSettings``) or the settings
+    given by name say (``quantization``, ``dtype``, ``device``, ``revision``, ``threads``, ``rescore_margin``,
+    ``masked``, ``adapter``: defaults as ``ScoreSettings``'s; ``scorer``: the dataset's scorer kind, sentences for a
+    masked LM by default); keep a float32 twin when re-scoring is on. ``host``: the host to resolve for (probed when
+    not given). The resolved settings are ``LoadedModel.settings``; their warnings are printed once.
 
     ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``choices.FLOAT32_TAIL``
     tokens in float32, close calls re-scored whole in float32 with a margin calibrated on the run's prompts:
@@ -35,10 +35,8 @@ def load_model(model: str | ScoreSettings = DEFAULT_MODEL, quantization: str = A
     if isinstance(model, ScoreSettings):
         settings = model
     else:
-        settings = ScoreSettings(model=model, quantization=quantization, dtype=dtype, device=device,
-                                 revision=revision, threads=threads, rescore_margin=rescore_margin, masked=masked,
-                                 adapter=adapter,
-                                 scorer=scorer or ("sentences" if masked is True else "choices"))
+        kind = scorer or ("sentences" if params.get("masked") is True else SETTINGS["scorer"])
+        settings = ScoreSettings(model=model, scorer=kind, **params)
     source = None if settings.embedded else ModelSource(settings.model, settings.revision)
     settings = settings.resolve(host or Host.probe(), None if source is None else source.n_params)
     say_warnings(settings)
