@@ -10,8 +10,9 @@ from functools import cached_property
 
 import torch
 
+from ...score_settings import EMBEDDED
 from .adapters import apply_adapter
-from .embedded import EMBEDDED, load_embedded
+from .embedded import load_embedded
 from .host import count_parameters, free_gpu_bytes, set_threads
 from .quantization import quantization_config, quantization_details
 
