@@ -113,16 +113,17 @@ def versions() -> dict:
 
 
 class Suite:
-    """A method through the suite's own entry point: each call scores a fresh copy of the prompts' run directory."""
+    """A method through the suite's own entry point: each call scores a fresh copy of a run directory that holds
+    the prompts (``runs[len(idx)]``: all of them, or the first one for the warm-up)."""
 
-    def __init__(self, lm, template: Path, work: Path, name: str):
-        self.lm, self.template, self.work, self.name = lm, template, work, name
+    def __init__(self, lm, runs: dict[int, Path], work: Path, name: str):
+        self.lm, self.runs, self.work, self.name = lm, runs, work, name
         self.spec, self.calls, self.meta, self.rescored = studies.get("monotonicity").spec, 0, {}, []
 
-    def prepare(self, template: Path | None = None):
+    def prepare(self, idx: list[int]):
         self.calls += 1
         run = self.work / f"{self.name}-{self.calls}"
-        shutil.copytree(template or self.template, run)
+        shutil.copytree(self.runs[len(idx)], run)
         return lambda: self._score(run)
 
     def _score(self, run: Path) -> np.ndarray:
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=120, help="prompts of the demo dataset (default 120: all of them)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds; each runs every method once on all the prompts")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of: {', '.join(METHODS)}")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: every core this process may use)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: every core it may use)")
     ap.add_argument("--model", default=DEFAULT_MODEL, help="embedded name, hub id or local folder")
     ap.add_argument("--force-fast", action="store_true",
                     help="suite_auto loads the bf16 fast path where auto would be float32 (a CPU without native bf16)")
@@ -196,9 +197,9 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         work = Path(tmp)
-        template, warm_template = work / "prompts", work / "warm-up"
-        dataset.write_prompts(prompts, template, params)
-        dataset.write_prompts(prompts.head(1), warm_template, params)
+        runs = {len(prompts): work / "prompts", 1: work / "warm-up"}  # run directories to copy: all, the first
+        for k, run in runs.items():
+            dataset.write_prompts(prompts.head(k), run, params)
         t_load = time.perf_counter()
         lm32 = load_model(args.model, dtype="float32", rescore_margin=0.0, threads=args.threads)
         req = build_requests(lm32.tokenizer, texts)
@@ -209,9 +210,9 @@ def main(argv=None) -> int:
             if name == "suite_auto":
                 dtype = "bfloat16" if args.force_fast and not native else "auto"
                 lm = load_model(args.model, dtype=dtype, rescore_margin="auto", threads=args.threads)
-                suites[name] = Suite(lm, template, work, name)
+                suites[name] = Suite(lm, runs, work, name)
             elif name == "suite_float32":
-                suites[name] = Suite(lm32, template, work, name)
+                suites[name] = Suite(lm32, runs, work, name)
             elif name.startswith("lm_eval"):
                 model = copy.deepcopy(lm32.model).to(torch.bfloat16) if name == "lm_eval_bf16" else lm32.model
                 prepare[name] = lm_eval_method(model, lm32.tokenizer, contexts, answers)
@@ -220,8 +221,7 @@ def main(argv=None) -> int:
             else:
                 prepare[name] = lambda idx: (lambda: np.vstack(reference_logprobs(lm32.model, lm32.tokenizer,
                                                                                   [texts[i] for i in idx])))
-        for name, suite in suites.items():
-            prepare[name] = lambda idx, s=suite: s.prepare(None if len(idx) == len(texts) else warm_template)
+        prepare.update({name: suite.prepare for name, suite in suites.items()})
         load_seconds = time.perf_counter() - t_load
         for name in names:  # warm-up: one prompt each, untimed
             prepare[name]([0])()
@@ -261,13 +261,15 @@ def main(argv=None) -> int:
         row = {"what": what, "precision": precision, "prompts_per_s_median": round(median[name], 4),
                "prompts_per_s_per_round": [round(x, 4) for x in rate[name]],
                "seconds_per_round": [round(x, 3) for x in seconds[name]]}
-        for other, key in (("naive", "x_naive"), ("lm_eval_bf16", "x_lm_eval_bf16"), ("lm_eval_float32", "x_lm_eval_float32")):
+        for other in ("naive", "lm_eval_bf16", "lm_eval_float32"):
             if other in names and name != other:
+                key = f"x_{other}"
                 row[key] = round(median[name] / median[other], 3)
                 row[key + "_per_round"] = [round(a / b, 3) for a, b in zip(rate[name], rate[other])]
         if name in suite_meta:
             meta, rescored = suite_meta[name]
-            row.update(dtype=meta.get("dtype"), rescore_margin_used=meta.get("rescore_margin_used"),
+            margin = meta.get("rescore_margin_used", meta.get("rescore_margin"))
+            row.update(dtype=meta.get("dtype"), rescore_margin_used=margin,
                        rescored_per_round=rescored, float32_tail_tokens=meta.get("float32_tail_tokens"),
                        **{k: v for k, v in meta.items() if k.startswith("calibration_")})
         lp = scores[name][0]
