@@ -220,3 +220,50 @@ def test_robustness_calibration_script_runs_fast_and_checks_its_bounds(tmp_path)
     report = json.loads(out.read_text())
     assert [r["scenario"]["name"] for r in report["results"]] == ["null_common_gap", "null_no_gap", "gap_under_one_template"]
     assert all(r["gee_wald"]["n_sims"] == 20 for r in report["results"]) and (proc.returncode == 1) == bool(report["failures"])
+
+
+def test_peers_benchmark_refuses_a_peer_whose_package_is_missing_and_names_the_bench_extra(load_benchmark, monkeypatch):
+    peers = load_benchmark("peers")
+    real = peers.importlib.util.find_spec
+    monkeypatch.setattr(peers.importlib.util, "find_spec", lambda name, *a: None if name == "minicons" else real(name, *a))
+    with pytest.raises(SystemExit, match=r'--methods: minicons_float32 needs minicons.*\.\[score,bench\].*--methods naive\)'):
+        peers.parse_methods("naive,minicons_float32")
+    assert peers.parse_methods("naive,suite_float32") == ["suite_float32", "naive"], "the table's order"
+    with pytest.raises(SystemExit, match="--methods: unknown method 'lm_eval'"):
+        peers.parse_methods("lm_eval")
+
+
+def test_peers_benchmark_scores_every_method_in_rotating_rounds_and_compares_decisions(tiny_model_dir, tmp_path):
+    """All six methods on the tiny random-weight model, 2 prompts, 2 rounds (~10 s); needs the bench extra."""
+    pytest.importorskip("lm_eval")
+    pytest.importorskip("minicons")
+    from nbutils.engine.models import cpu_supports_bf16
+
+    out = tmp_path / "peers.json"
+    proc = _run("peers.py", "--model", str(tiny_model_dir), "--n", "2", "--rounds", "2", "--threads", "1",
+                "--force-fast", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    rows = report["methods"]
+    first, second = report["order_per_round"]
+    assert first == ["suite_auto", "suite_float32", "lm_eval_bf16", "lm_eval_float32", "minicons_float32", "naive"]
+    assert second == first[1:] + first[:1] and set(rows) == set(first), "every method, in an order that rotates"
+    assert report["prompts"]["n"] == 2 and report["prompts"]["dataset_rows"] == [0, 119] and report["float32_reference"] == "suite_float32"
+    assert report["native_bf16"] is cpu_supports_bf16() and report["host"]["threads"] == 1
+    assert report["versions"]["lm-eval"] and report["versions"]["minicons"]
+    assert ("bf16_note" in report) is not report["native_bf16"]
+    for name, row in rows.items():
+        assert len(row["prompts_per_s_per_round"]) == 2 and row["prompts_per_s_median"] > 0, name
+        assert row["max_abs_dlogp_between_rounds"] < 1e-5, name
+        if name != "suite_float32":
+            assert row["decisions_differ_from_float32"] == 0, name
+        if name != "naive":
+            assert row["x_naive"] == pytest.approx(row["prompts_per_s_median"] / rows["naive"]["prompts_per_s_median"], rel=1e-2)
+    for name in ("naive", "minicons_float32"):  # float32 peers: the same log-probs
+        assert rows[name]["max_abs_dlogp_vs_float32"] < 1e-4, name
+    # lm-eval moves the prompt's trailing newline into the answer: both answers gain that token's log-prob alike
+    assert rows["lm_eval_float32"]["largest_abs_delta_margin"]["abs_delta_margin"] < 1e-4
+    assert 0 < rows["lm_eval_bf16"]["largest_abs_delta_margin"]["abs_delta_margin"] < 0.1, "bf16 moves margins, a little"
+    auto = rows["suite_auto"]
+    assert auto["dtype"] == "bfloat16" and auto["calibration_size"] == 2 and auto["rescored_per_round"] == [2, 2]
+    assert auto["max_abs_dlogp_vs_float32"] < 1e-4, "the calibration prompts' results are their float32 scores"
