@@ -44,7 +44,9 @@ import yaml
 
 from nbutils import artifacts, paths, studies
 from nbutils.engine.choices import build_requests, render_chat
-from nbutils.engine.models import DEFAULT_MODEL, cpu_supports_bf16, load_model
+from nbutils.engine.loading.host import cpu_supports_bf16
+from nbutils.engine.models import load_model
+from nbutils.score_settings import DEFAULT_MODEL
 from nbutils.engine.run import score_run
 from nbutils.studies.monotonicity import dataset
 

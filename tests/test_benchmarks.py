@@ -46,7 +46,7 @@ def host_cpu_flags() -> set[str]:
 
 @pytest.mark.parametrize("host", list(CPUINFO))
 def test_native_bf16_is_read_from_recorded_cpuinfo(host):
-    from nbutils.engine.models import cpu_supports_bf16
+    from nbutils.engine.loading.host import cpu_supports_bf16
 
     text, native = CPUINFO[host]
     assert native_bf16(cpu_flags(text)) is native, "the recording says what it is meant to"
@@ -55,7 +55,7 @@ def test_native_bf16_is_read_from_recorded_cpuinfo(host):
 
 
 def test_native_bf16_on_this_host_agrees_with_its_cpuinfo_flags():
-    from nbutils.engine.models import cpu_supports_bf16
+    from nbutils.engine.loading.host import cpu_supports_bf16
 
     assert cpu_supports_bf16() is native_bf16(host_cpu_flags())
 
@@ -237,7 +237,7 @@ def test_peers_benchmark_scores_every_method_in_rotating_rounds_and_compares_dec
     """All six methods on the tiny random-weight model, 2 prompts, 2 rounds (~10 s); needs the bench extra."""
     pytest.importorskip("lm_eval")
     pytest.importorskip("minicons")
-    from nbutils.engine.models import cpu_supports_bf16
+    from nbutils.engine.loading.host import cpu_supports_bf16
 
     out = tmp_path / "peers.json"
     proc = _run("peers.py", "--model", str(tiny_model_dir), "--n", "2", "--rounds", "2", "--threads", "1",

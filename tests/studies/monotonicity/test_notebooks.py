@@ -354,7 +354,7 @@ def test_embedded_model_second_load_is_fast(swept):
     import subprocess
     import sys
 
-    from nbutils.engine.models import cache_dir
+    from nbutils.engine.loading.embedded import cache_dir
 
     script = (
         "import time; t0 = time.perf_counter()\n"
