@@ -289,20 +289,10 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
 
 
 def json_clean(obj):
-    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON."""
-    import numpy as np
+    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON (``records.clean``)."""
+    from .records import clean
 
-    if isinstance(obj, dict):
-        return {str(k): json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_clean(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return None if np.isnan(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
+    return clean(obj)
 
 
 @dataclass
@@ -330,7 +320,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
     own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
     ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
-    tell when they changed or disappeared since. Everything is written under the run's lock."""
+    tell when they changed or disappeared since. ``records.summary_json`` makes the summary JSON (its
+    ``schema_version``, the records as objects). Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
         return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
 
@@ -338,6 +329,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
 def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str,
                     replaces: bool) -> list[Path]:
     import matplotlib.pyplot as plt
+
+    from .records import summary_json
 
     run = paths.resolve(run_dir)
     if replaces:
@@ -362,7 +355,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         a.summary["headline"] = json_clean(entries(a.summary))
         a.summary["analysed"] = now_utc()  # a report refuses an executed notebook older than this
     a.summary["inputs"] = analysis_inputs(run)
-    files.append(write_json(a.summary, paths.summary_path(run)))
+    files.append(write_json(summary_json(a.summary), paths.summary_path(run)))
     a.files = files
     return files
 
