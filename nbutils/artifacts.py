@@ -192,6 +192,14 @@ def read_json(path: str | Path) -> dict:
                          "short or edited; restore it or regenerate what wrote it") from None
 
 
+def read_summary(path: str | Path) -> dict:
+    """A run's ``summary.json``, checked to be of this suite's ``schema_version`` (``records.check_version``: one made
+    by an older version is a ``records.SummaryVersionError`` that says to run the analysis again)."""
+    from .records import check_version
+
+    return check_version(read_json(path), path)
+
+
 def versions() -> dict[str, str | None]:
     """Versions of Python and the packages that shape the results."""
     out: dict[str, str | None] = {"python": platform.python_version()}

@@ -1,17 +1,16 @@
 """The results of a run's analysis as typed values: ``Record`` (one inferential result) and ``summary.json``'s layout.
 
 Every study's analysis makes its records with ``stats.record`` (a ``Record``); ``artifacts.write_analysis`` writes
-them, with ``schema_version``, through ``summary_json`` (the one place a summary becomes JSON). ``read_summary`` is
-how every reader opens a ``summary.json``: one made by an older version of the suite (no ``schema_version``, or
-another one) is a ``SummaryVersionError`` that says to run the analysis again. ``nbutils/schemas/summary.schema.json``
+them, with ``schema_version``, through ``summary_json`` (the one place a summary becomes JSON).
+``artifacts.read_summary`` is how every reader opens a ``summary.json``: one made by an older version of the suite
+(no ``schema_version``, or another one) is a ``SummaryVersionError`` (``check_version``) that says to run the
+analysis again. ``nbutils/schemas/summary.schema.json``
 is the JSON Schema of the file; ``docs/run-directory.md`` says what each field means.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-
 import numpy as np
 
 SCHEMA_VERSION = 1
@@ -156,13 +155,6 @@ def check_version(summary: Mapping, source) -> dict:
         f"{source} was made by an older version of the suite ({made}; this version reads schema_version "
         f"{SCHEMA_VERSION}): run the analysis again (the study's 03_analyze notebook, or `python -m nbutils run` "
         "on it) to write it in the current layout")
-
-
-def read_summary(path: str | Path) -> dict:
-    """A run's ``summary.json``, checked to be of this suite's ``schema_version`` (see ``check_version``)."""
-    from .artifacts import read_json
-
-    return check_version(read_json(path), path)
 
 
 def model_block(summary: Mapping, model) -> dict:

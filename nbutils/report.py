@@ -25,7 +25,7 @@ from . import artifacts, paths, runlock, studies
 from markupsafe import Markup
 
 from .headline import table_rows
-from .records import SummaryVersionError, read_summary
+from .records import SummaryVersionError
 from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
@@ -333,7 +333,7 @@ def _summary(run: Path, analyze: str) -> dict:
         raise ReportError(f"report: {run} has no {' or '.join(missing)}: its analysis did not finish writing its "
                           f"results; run `python -m nbutils run {analyze} -p run_dir {run}` again")
     try:
-        return read_summary(paths.summary_path(run))
+        return artifacts.read_summary(paths.summary_path(run))
     except SummaryVersionError as err:
         raise ReportError(f"report: {err}") from None
 

@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from ... import analysis_run, artifacts, paths, runlock, runstore
-from ...records import read_summary
 from ...stats import record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
@@ -244,7 +243,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
         figs["cues_distribution"] = plots.distributions(t["cue_distribution_test"])
     with runlock.hold(run_dir, "writing its cue profile"):  # the summary is read, amended and written back
         sp = paths.summary_path(run_dir)
-        summary = read_summary(sp) if sp.exists() else {}
+        summary = artifacts.read_summary(sp) if sp.exists() else {}
         kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
         summary["records"] = kept + artifacts.json_clean(profile.records)
         summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
