@@ -1,14 +1,16 @@
 """summary.json has one documented, versioned layout: the summary of every shipped sample's analysis (and of the cue
 profile added to it) validates against ``nbutils/schemas/summary.schema.json``; ``docs/run-directory.md`` names every
 field the schema knows; a reader given a summary.json of an older layout (no ``schema_version``) says to run the
-analysis again instead of failing on a missing key."""
+analysis again instead of failing on a missing key. The READMEs' figures of the samples are those analyses' numbers."""
 from __future__ import annotations
 
 import json
 import shutil
 
 import nbformat
+import numpy as np
 import pytest
+from prose import says, text
 
 from nbutils import artifacts, paths, records, run_index, studies
 from nbutils.analyses.cues import analysis as cues
@@ -41,16 +43,24 @@ def errors(summary: dict) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(summary)]
 
 
-def analysed_copy(sample: str, tmp_path):
-    run = tmp_path / sample
-    shutil.copytree(SAMPLES / sample, run)
-    ANALYSIS[sample].analyze_run(run, **CHEAP[sample])
-    return run
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """Each sample copied and analysed once for this module: sample → its run."""
+    runs = {}
+
+    def run_of(sample: str):
+        if sample not in runs:
+            runs[sample] = tmp_path_factory.mktemp("samples") / sample
+            shutil.copytree(SAMPLES / sample, runs[sample])
+            ANALYSIS[sample].analyze_run(runs[sample], **CHEAP[sample])
+        return runs[sample]
+
+    return run_of
 
 
 @pytest.mark.parametrize("sample", sorted(CHEAP))
-def test_the_summary_of_every_sample_validates_against_the_schema(sample, tmp_path):
-    run = analysed_copy(sample, tmp_path)
+def test_the_summary_of_every_sample_validates_against_the_schema(sample, analysed):
+    run = analysed(sample)
     summary = json.loads(paths.summary_path(run).read_text())
     assert summary["schema_version"] == records.SCHEMA_VERSION and not errors(summary), errors(summary)
     assert summary["records"] and all(set(records.RECORD_KEYS) <= set(r) for r in summary["records"])
@@ -127,3 +137,46 @@ def test_the_run_directory_document_names_every_field_of_the_schema():
     assert not missing, f"docs/run-directory.md does not say what these summary.json fields are: {missing}"
     mkdocs = (ROOT / "mkdocs.yml").read_text()
     assert "run-directory.md" in mkdocs
+
+
+def _headline(summary: dict, model: str, condition: str) -> dict:
+    return next(h for h in summary["headline"] if h["model"] == model and h["condition"] == condition
+                and h["term"] == "upward")
+
+
+def test_the_readmes_quote_the_samples_analyses(analysed):
+    """README.md's captions of the two sample figures and the control sample's README: accuracies, Wilson intervals,
+    the headline's odds ratio, CI and p, from the analysed samples (the GEE: without R it is the headline, with R it
+    stands in for the GLMM these separated data defeat, with the same numbers)."""
+    from nbutils.stats import wilson
+
+    readme = text("README.md")
+    mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
+    per = mono["models"]["smollm2-135m-instruct"]["conditions"]
+    assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
+    half = per["concept_learning"]["n"] // 2
+    up, down = round(per["concept_learning"]["acc_up"] * half), round(per["concept_learning"]["acc_down"] * half)
+    (ul, uh), (dl, dh) = wilson(up, half), wilson(down, half)
+    says(readme, '"more than p" is answered right in {} of {} prompts ({}%, Wilson 95% CI {}–{}%) and "less than p" in '
+         "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
+         100 * dl, 100 * dh, where="README.md")
+    control = json.loads(paths.summary_path(analysed("control")).read_text())
+    base, planted = sorted(control["models"], key=len)
+    cond = control["models"][base]["conditions"]["concept_learning"]
+    h = _headline(control, base, "concept_learning")
+    says(readme, "at chance, {}% upward and {}% downward (OR = {}, 95% CI [{}, {}], p > .999)", 100 * cond["acc_up"],
+         100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), where="README.md")
+    assert h["p"] > 0.999
+    cond, stated = (control["models"][planted]["conditions"][c] for c in ("concept_learning", "explicit"))
+    h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
+    lead = "learns upward concepts and fails downward ones, {}% vs {}% (OR = {}, 95% CI [{}, {}], p = {}; the GEE"
+    numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"]]
+    says(readme, lead, *numbers, where="README.md")
+    assert h["test"] == "gee_bias_reduced" and hs["p"] > 0.05
+    says(readme, "no significant gap when the concept is stated ({}% vs {}%, p = {})", 100 * stated["acc_up"],
+         100 * stated["acc_down"], hs["p"], where="README.md")
+    sample_readme = text("outputs/samples/control/README.md")
+    says(sample_readme, "gap ({}% upward vs {}% downward; OR = {}, 95% CI [{}, {}], p = {}) and none in the base model "
+         "({}% vs {}%)", *numbers, 100 * control["models"][base]["conditions"]["concept_learning"]["acc_up"],
+         100 * control["models"][base]["conditions"]["concept_learning"]["acc_down"],
+         where="outputs/samples/control/README.md")
