@@ -2,8 +2,8 @@
 
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
 files) through that study's registry record, so it runs on a custom prompt file, the personas questions or the monotonicity study's
-prompts alike. ``analyze_run`` has the shape of every study's: it returns an ``Analysis`` (a ``Profile``) written by
-``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
+prompts alike. ``analyze_run`` has the shape of every study's (``analysis_run.run``): it returns an ``Analysis`` (a
+``Profile``) written by ``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
   chosen option; features of the prompt text (for the monotonicity study, of the query line, plus the prompts' structural cues);

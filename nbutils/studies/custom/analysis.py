@@ -115,7 +115,8 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0,
     out: dict[str, pd.DataFrame] = {}
     steps = [("accuracy", lambda: qstats.accuracy_table(d)),
              ("appendix_b", lambda: qstats.appendix_b(out["monotonicity_accuracy"])),
-             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: qmixed.mixed_model(d, use_r=use_r))]
+             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)),
+             ("mixed_model", lambda: qmixed.mixed_model(d, use_r=use_r))]
     for name, run in steps:
         try:
             out[f"monotonicity_{name}"] = run()
