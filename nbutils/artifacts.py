@@ -192,6 +192,14 @@ def read_json(path: str | Path) -> dict:
                          "short or edited; restore it or regenerate what wrote it") from None
 
 
+def read_summary(path: str | Path) -> dict:
+    """A run's ``summary.json``, checked to be of this suite's ``schema_version`` (``records.check_version``: one made
+    by an older version is a ``records.SummaryVersionError`` that says to run the analysis again)."""
+    from .records import check_version
+
+    return check_version(read_json(path), path)
+
+
 def versions() -> dict[str, str | None]:
     """Versions of Python and the packages that shape the results."""
     out: dict[str, str | None] = {"python": platform.python_version()}
@@ -291,20 +299,10 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
 
 
 def json_clean(obj):
-    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON."""
-    import numpy as np
+    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON (``records.clean``)."""
+    from .records import clean
 
-    if isinstance(obj, dict):
-        return {str(k): json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_clean(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return None if np.isnan(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    return obj
+    return clean(obj)
 
 
 @dataclass
@@ -332,7 +330,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
     own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
     ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
-    tell when they changed or disappeared since. Everything is written under the run's lock."""
+    tell when they changed or disappeared since. ``records.summary_json`` makes the summary JSON (its
+    ``schema_version``, the records as objects). Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
         return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
 
@@ -340,6 +339,8 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
 def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str,
                     replaces: bool) -> list[Path]:
     import matplotlib.pyplot as plt
+
+    from .records import summary_json
 
     run = paths.resolve(run_dir)
     if replaces:
@@ -364,7 +365,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         a.summary["headline"] = json_clean(entries(a.summary))
         a.summary["analysed"] = now_utc()  # a report refuses an executed notebook older than this
     a.summary["inputs"] = analysis_inputs(run)
-    files.append(write_json(a.summary, paths.summary_path(run)))
+    files.append(write_json(summary_json(a.summary), paths.summary_path(run)))
     a.files = files
     return files
 

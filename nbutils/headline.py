@@ -15,6 +15,7 @@ import math
 import re
 from typing import Callable, Iterable
 
+from .records import model_block
 from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
                       paragraph, phrase, sentence, verdict)
 
@@ -37,7 +38,7 @@ def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
     out = []
     for r in headline_records(summary):
         h = claim_of(r)
-        per = (summary.get(r.get("model")) or {}) if isinstance(summary.get(r.get("model")), dict) else {}
+        per = model_block(summary, r.get("model"))
         cond = (per.get("conditions") or {}).get(r.get("condition")) or {}
         n = next((r[k] for k in ("n", "n_prompts") if isinstance(r.get(k), int)), cond.get("n"))  # n_prompts: compared
         entry = {"model": r.get("model"), **({"models": r["models"]} if r.get("models") else {}),

@@ -25,6 +25,7 @@ from . import artifacts, paths, runlock, studies
 from markupsafe import Markup
 
 from .headline import table_rows
+from .records import SummaryVersionError
 from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
@@ -331,7 +332,10 @@ def _summary(run: Path, analyze: str) -> dict:
     if missing:
         raise ReportError(f"report: {run} has no {' or '.join(missing)}: its analysis did not finish writing its "
                           f"results; run `python -m nbutils run {analyze} -p run_dir {run}` again")
-    return artifacts.read_json(paths.summary_path(run))
+    try:
+        return artifacts.read_summary(paths.summary_path(run))
+    except SummaryVersionError as err:
+        raise ReportError(f"report: {err}") from None
 
 
 def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from . import artifacts, paths, studies
+from .records import SummaryVersionError
 from .results import fmt_num, fmt_p, headline_records
 from .runstore import score_inventory
 
@@ -96,7 +97,11 @@ def describe(run: Path) -> dict:
     models = [f"{r.model}" + ("" if r.status == "ok" else f" ({r.status})")
               for r in inv.itertuples() if r.status in ("ok", "limited", "stale", "edited", "incomplete")]
     try:
-        summary = artifacts.read_json(paths.summary_path(run)) if paths.summary_path(run).is_file() else None
+        summary = artifacts.read_summary(paths.summary_path(run)) if paths.summary_path(run).is_file() else None
+    except SummaryVersionError:
+        return {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,
+                "analysed": _analysed(run, study), "report": "-",
+                "headline": "summary.json made by an older version of the suite: run the analysis again"}
     except ValueError:
         summary = None
     return {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from .records import RECORD_KEYS, Record  # noqa: F401 (the standard keys of every record)
+
 
 def wilson(k: int, n: int) -> tuple[float, float]:
     """95% Wilson score interval of k successes in n trials."""
@@ -42,9 +44,6 @@ def stars(p: float) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
-RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
-
-
 SCALES = ("log_odds_ratio", "proportion", "points", "number")
 SIDES = ("two-sided", "greater", "less", "none")
 
@@ -70,22 +69,17 @@ def claim(what: str, more: str, less: str, differ: str | None = None, *, scale: 
 
 
 def record(test: str, term: str, estimate=None, se=None, ci_low=None, ci_high=None, p=None, *, valid: bool = True,
-           note: str = "", condition: str | None = None, hypothesis: dict | None = None, **extra) -> dict:
-    """One inferential result as ``summary.json`` lists it (``summary["records"]``), with every key of RECORD_KEYS.
+           note: str = "", condition: str | None = None, hypothesis: dict | None = None, model: str | None = None,
+           headline: bool | None = None, **extra) -> Record:
+    """One inferential result as ``summary.json`` lists it (``summary["records"]``): a ``records.Record``.
 
-    ``test`` names the procedure and, for models, the model (e.g. ``"glmm_lrt"``, ``"gee_bias_reduced"``, ``"cmh"``);
-    ``valid`` is False when the result must not be read (singular or non-converged fit, too few clusters…) and
-    ``note`` then says why. ``hypothesis`` (``claim``) declares what the sentence engine needs to put the record in
-    words. Extra keys (``df``, ``statistic``, ``n``, ``p_holm``…) are kept after the standard ones.
+    ``test`` names the procedure (e.g. ``"glmm_lrt"``, ``"gee_bias_reduced"``, ``"cmh"``); ``valid`` is False when
+    the result must not be read (singular or non-converged fit, too few clusters…) and ``note`` then says why.
+    ``hypothesis`` (``claim``) declares what the sentence engine needs to put the record in words. Extra keys
+    (``df``, ``statistic``, ``n``, ``p_holm``…) are kept beside the standard ones.
     """
-    def num(x):
-        return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
-    out = {"test": str(test), "condition": condition, "term": str(term), "estimate": num(estimate), "se": num(se),
-           "ci_low": num(ci_low), "ci_high": num(ci_high), "p": num(p), "valid": bool(valid), "note": str(note)}
-    out.update(extra)
-    if hypothesis is not None:
-        out["hypothesis"] = hypothesis
-    return out
+    return Record(test, term, estimate, se, ci_low, ci_high, p, valid=valid, note=note, condition=condition,
+                  model=model, headline=headline, hypothesis=hypothesis, extra=extra)
 
 
 def sign_flip_test(x, *, n_mc: int = 20000, seed: int = 0, exact_max: int = 16) -> tuple[float, bool]:

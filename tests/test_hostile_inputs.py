@@ -470,16 +470,23 @@ def test_a_str_parameter_keeps_what_was_typed(tmp_path, no_notebook_runs, capsys
     assert params["run_dir"] == str(target) and out == target / "notebooks" / "monotonicity_01_generate.ipynb"
 
 
-def test_a_parameter_declared_as_a_union_takes_each_of_its_types():
+def test_a_parameter_declared_as_a_union_takes_each_of_its_types(tmp_path):
+    import nbformat
+
     from nbutils.__main__ import _cli_params
 
-    negation = "notebooks/negation/03_analyze.ipynb"  # use_r: Optional[bool]: True, False or None (the host decides)
+    union = tmp_path / "union.ipynb"  # a notebook whose parameter takes True, False or None
+    cell = nbformat.v4.new_code_cell("from typing import Optional\n\nuse_r: Optional[bool] = None  # None: the host")
+    cell.metadata["tags"] = ["parameters"]
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata=kernel), union)
+    union = str(union)
     for value, parsed in (("false", False), ("null", None)):
-        params = _cli_params(negation, [("use_r", value)])
+        params = _cli_params(union, [("use_r", value)])
         assert params == {"use_r": parsed}
-        check_parameters(negation, params, "-p")
+        check_parameters(union, params, "-p")
     with pytest.raises(ValueError, match=r"^use_r: -p: must be Optional\[bool\]"):
-        check_parameters(negation, _cli_params(negation, [("use_r", "[1]")]), "-p")
+        check_parameters(union, _cli_params(union, [("use_r", "[1]")]), "-p")
 
     for value, parsed in (("all", "all"), ("[paper, list]", ["paper", "list"])):
         params = _cli_params(GENERATE, [("templates", value)])

@@ -22,6 +22,7 @@ from bs4 import BeautifulSoup
 
 from nbutils import artifacts, paths, studies
 from nbutils.__main__ import main
+from nbutils.records import SCHEMA_VERSION
 from nbutils.report import write_report
 
 SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
@@ -57,7 +58,8 @@ def executed(run, cells, *, finished: bool = True, notebook: str = ANALYZE, resu
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
     if results:
-        artifacts.write_json({"records": [], "inputs": artifacts.analysis_inputs(run)}, paths.summary_path(run))
+        artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": [], "inputs": artifacts.analysis_inputs(run)},
+                             paths.summary_path(run))
         artifacts.write_text("**Is it?**\n\nDesign.\n\n- model: a finding.\n", paths.results_path(run))
 
 
@@ -214,7 +216,7 @@ def test_an_analysis_that_recorded_no_checksums_is_compared_by_time(run):
     nb = nbformat.read(paths.executed_notebook(run, ANALYZE), as_version=4)
     nb.metadata["papermill"]["start_time"] = "2000-01-01T00:00:00+00:00"
     nbformat.write(nb, paths.executed_notebook(run, ANALYZE))
-    artifacts.write_json({"records": []}, paths.summary_path(run))
+    artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": []}, paths.summary_path(run))
     assert "score files written after this analysis ran (smollm2-135m-instruct.parquet)" in text_of(write_report(run))
     for f in paths.scores_dir(run).glob("smollm2-135m-instruct.*"):
         f.unlink()
@@ -576,7 +578,7 @@ def test_the_analysis_run_outside_papermill_writes_its_report_and_a_stale_page_i
     summary = json.loads(paths.summary_path(run).read_text())
     assert summary["analysed"] <= executed.metadata["nbutils"]["end_time"]
     assert [h["test"] for h in summary["headline"]] and "gap_ci95_bootstrap" in next(
-        v for k, v in summary.items() if k == "smollm2-135m-instruct")["conditions"]["concept_learning"]
+        v for k, v in summary["models"].items() if k == "smollm2-135m-instruct")["conditions"]["concept_learning"]
     # the analysis ran again later (its summary.json is newer than the executed notebook): refused, saying what to run
     summary["analysed"] = "2999-01-01T00:00:00+00:00"
     artifacts.write_json(summary, paths.summary_path(run))

@@ -67,7 +67,7 @@ def test_a_record_that_cannot_be_estimated_says_why_and_shows_no_numbers():
 # ---------------------------------------------------------------- each case of the words going wrong, as found
 
 def _mono_summary(rec: dict, k: int = 5, **design) -> dict:
-    return {"m": {"conditions": {"concept_learning": {"acc_up": 0.21, "acc_down": 0.88, "gap": -0.67}}},
+    return {"models": {"m": {"conditions": {"concept_learning": {"acc_up": 0.21, "acc_down": 0.88, "gap": -0.67}}}},
             "records": [rec], "design": {"models": ["m"], "conditions": ["concept_learning"], "n_concepts": 2 * k,
                                          "n_thresholds": k, "n_prompts": {"m": 120}, **design}}
 
@@ -361,7 +361,7 @@ def test_the_sample_runs_paragraph_is_written_and_holds_its_own_numbers(sample_a
     lines = [line for line in text.split("*Caveats:*")[0].splitlines() if line.startswith("- ")]
     assert lines and all(len(line.split()) <= 61 for line in lines), [len(line.split()) for line in lines]
     model = a.summary["design"]["models"][0]
-    acc = a.summary[model]["conditions"]["concept_learning"]["acc_up"]
+    acc = a.summary["models"][model]["conditions"]["concept_learning"]["acc_up"]
     assert f"{100 * acc:.1f}% upward" in text
 
 

@@ -2,8 +2,8 @@
 
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
 files) through that study's registry record, so it runs on a custom prompt file, the personas questions or the monotonicity study's
-prompts alike. ``analyze_run`` has the shape of every study's: it returns an ``Analysis`` (a ``Profile``) written by
-``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
+prompts alike. ``analyze_run`` has the shape of every study's (``analysis_run.run``): it returns an ``Analysis`` (a
+``Profile``) written by ``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
   chosen option; features of the prompt text (for the monotonicity study, of the query line, plus the prompts' structural cues);
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths, runlock, runstore
+from ... import analysis_run, artifacts, paths, runlock, runstore
 from ...stats import record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
@@ -153,15 +153,25 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
     return Profile(pd.DataFrame(), instances=inst, features=F, study=rec.name, mode=mode, notes=notes)
 
 
-def predictions(profile: Profile, run_dir, include_limited: bool = False) -> pd.DataFrame | None:
-    """One row per (model, instance) with the model's predicted label, or None (with a note) when the run has no scores."""
-    rec = get(profile.study)
+def load(run_dir, include_limited: bool = False, study: str | None = None) -> pd.DataFrame:
+    """The run's scores (``runstore.load_scores`` of its study), or an empty frame whose ``attrs["no_scores"]`` says
+    why there are none (a dataset profiled before any model scored it)."""
+    rec = get(study) if study else for_run(run_dir)
     try:
-        scores = runstore.load_scores(run_dir, rec.spec, include_limited=include_limited)
+        return runstore.load_scores(run_dir, rec.spec, include_limited=include_limited)
     except ValueError as err:
-        profile.notes.append(f"no model tests: {err}")
+        empty = pd.DataFrame()
+        empty.attrs["no_scores"] = str(err)
+        return empty
+
+
+def predictions(profile: Profile, scores: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per (model, instance) with the model's predicted label, or None (with a note) when the run has no
+    scores (``load``)."""
+    rec = get(profile.study)
+    if "no_scores" in scores.attrs:
+        profile.notes.append(f"no model tests: {scores.attrs['no_scores']}")
         return None
-    profile.notes += runstore.excluded_notes(scores)
     sc = scores[["model", rec.spec.id_column, "choice"]].rename(columns={rec.spec.id_column: "item"})
     if profile.mode == "classification":
         m = profile.instances.merge(sc, on="item", how="inner")
@@ -233,7 +243,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
         figs["cues_distribution"] = plots.distributions(t["cue_distribution_test"])
     with runlock.hold(run_dir, "writing its cue profile"):  # the summary is read, amended and written back
         sp = paths.summary_path(run_dir)
-        summary = artifacts.read_json(sp) if sp.exists() else {}
+        summary = artifacts.read_summary(sp) if sp.exists() else {}
         kept = [r for r in summary.get("records", []) if r.get("test") not in CUE_TESTS]
         summary["records"] = kept + artifacts.json_clean(profile.records)
         summary["cues"] = artifacts.json_clean({"study": profile.study, "mode": profile.mode,
@@ -247,16 +257,31 @@ def write(profile: Profile, run_dir) -> list[Path]:
         return files
 
 
+def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Profile:
+    p = build(run_dir, study=params["study"], text_column=params["text_column"],
+              premise_column=params["premise_column"], train_fraction=params["train_fraction"], seed=params["seed"],
+              bigrams=params["bigrams"], nearest_k=params["nearest_k"])
+    preds = predictions(p, scores)
+    if preds is not None:
+        p.scores = preds
+    return compute(p, preds, top_k=params["top_k"], min_count=params["min_count"], alpha=params["alpha"],
+                   seed=params["seed"])
+
+
+STEPS = analysis_run.Steps(
+    load=lambda run_dir, include_limited, params: load(run_dir, include_limited, params["study"]),
+    compute=_compute, write=lambda p, run_dir, variants: write(p, run_dir), clears=False,
+    cannot_compare="the cue profile tests each score file as a model of its own; the study's own analysis compares "
+                   "the precisions")
+
+
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, top_k: int = 10, min_count: int = 5,
                 alpha: float = 0.05, study: str | None = None, text_column: str | None = None,
                 premise_column: str | None = None, train_fraction: float = 0.5, bigrams: bool = False,
                 nearest_k: int = 5) -> Profile:
-    """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``."""
-    p = build(run_dir, study=study, text_column=text_column, premise_column=premise_column,
-              train_fraction=train_fraction, seed=seed, bigrams=bigrams, nearest_k=nearest_k)
-    preds = predictions(p, run_dir, include_limited=include_limited)
-    if preds is not None:
-        p.scores = preds
-    compute(p, preds, top_k=top_k, min_count=min_count, alpha=alpha, seed=seed)
-    write(p, run_dir)
-    return p
+    """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``
+    (``analysis_run.run``)."""
+    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, top_k=top_k,
+                            min_count=min_count, alpha=alpha, study=study, text_column=text_column,
+                            premise_column=premise_column, train_fraction=train_fraction, bigrams=bigrams,
+                            nearest_k=nearest_k)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts, paths, precision
+from ... import analysis_run, artifacts, paths, precision
 from ...headline import generic_text
 from ...results import plural
-from ...runstore import check_int, excluded_notes, load_scores, split_precisions
+from ...runstore import check_int, load_scores
 from .. import get
 from ..common import claims
 from ..common import quantifier_mixed_models as qmixed
@@ -34,8 +34,9 @@ def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
 Analysis = artifacts.Analysis
 
 
-def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis:
-    """All tables from a joined scores frame (see ``load``)."""
+def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, use_r: bool = True) -> Analysis:
+    """All tables from a joined scores frame (see ``load``); ``use_r``: the concept-learning mixed model's GLMM with
+    lme4 when R has it (see ``analysis_run``)."""
     a = Analysis(scores)
     t = a.tables
     t["accuracy"] = stats.accuracy_by_group(scores)
@@ -63,7 +64,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
     for model, g in scores.groupby("model", sort=False):
         if g["choice"].nunique() == 1:
             a.notes.append(f"{model}: chooses {g['choice'].iloc[0]!r} for every prompt (pure response bias)")
-    mono, mono_notes = monotonicity_tables(scores, n_boot=n_boot, seed=seed)
+    mono, mono_notes = monotonicity_tables(scores, n_boot=n_boot, seed=seed, use_r=use_r)
     t.update(mono)
     a.notes += mono_notes
     a.summary = {"study": "custom", "records": stats.summary_records(t)}
@@ -85,7 +86,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> Analysis
     return a
 
 
-def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> tuple[dict, list[str]]:
+def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0,
+                        use_r: bool = True) -> tuple[dict, list[str]]:
     """The monotonicity study's accuracy per concept, Appendix-B table, pooled gap and mixed model, when the file has a ``concept``
     column the concept parser accepts and Yes/No answers; parts needing columns the file lacks are skipped with a note."""
     if "concept" not in scores.columns:
@@ -113,7 +115,8 @@ def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0)
     out: dict[str, pd.DataFrame] = {}
     steps = [("accuracy", lambda: qstats.accuracy_table(d)),
              ("appendix_b", lambda: qstats.appendix_b(out["monotonicity_accuracy"])),
-             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)), ("mixed_model", lambda: qmixed.mixed_model(d))]
+             ("gap", lambda: qstats.pooled_gap(d, n_boot=n_boot, seed=seed)),
+             ("mixed_model", lambda: qmixed.mixed_model(d, use_r=use_r))]
     for name, run in steps:
         try:
             out[f"monotonicity_{name}"] = run()
@@ -153,18 +156,21 @@ def source_notes(run_dir) -> list[str]:
     return []
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000) -> Analysis:
-    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
-    check_int("n_boot", n_boot, 1)
-    artifacts.clear_results(run_dir)
-    scores, variants, precision_notes = split_precisions(load(run_dir, include_limited=include_limited))
-    a = compute(scores, n_boot=n_boot, seed=seed)
-    if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
-        a.tables["precision"], recs = precision.compare(variants, "row_id")
-        a.summary.setdefault("records", []).extend(recs)
-        a.notes += precision_notes
-    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
-    a.notes += source_notes(run_dir)
-    a.summary["_notes"] = a.notes
-    write(a, run_dir, variants)
-    return a
+def check(params: dict) -> None:
+    """The analysis parameters in range: ``n_boot`` an integer ≥ 1, ``use_r`` a bool."""
+    check_int("n_boot", params["n_boot"], 1)
+    analysis_run.check_use_r(params["use_r"])
+
+
+STEPS = analysis_run.Steps(
+    load=lambda run_dir, include_limited, params: load(run_dir, include_limited), compute=lambda scores, run_dir, params: compute(scores, **params), write=write, check=check,
+    id_column="row_id", source_notes=source_notes,
+    no_headline="the custom study's headline tests are per group (accuracy against chance), so no one headline "
+                "is computed again at each precision; the decisions and the accuracy are compared")
+
+
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000,
+                use_r: bool = True) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
+    (``analysis_run.run``)."""
+    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, n_boot=n_boot, use_r=use_r)

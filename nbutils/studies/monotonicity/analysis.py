@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts, precision
-from ...runstore import check_int, excluded_notes, split_precisions
+from ... import analysis_run, artifacts, precision
+from ...runstore import check_int
 from ..common import model_comparison, quantifier_stats, rules
 from . import results, plots, robustness, stats
 from .scores import load_scores
@@ -20,8 +20,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
     number of examples when it is smaller. With several models, each is compared with the first of ``order`` (default:
-    the order of the frame) on the prompts both scored."""
-    check_int("n_boot", n_boot, 1)
+    the order of the frame) on the prompts both scored. ``analyze_run`` checks the parameters (``check``)."""
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
@@ -51,7 +50,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.notes += sorted({n for n in a.tables["mixed_model"].get("note", pd.Series(dtype=str)).dropna() if n})
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
-    a.summary = stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])
+    a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     a.summary["records"] = (stats.records(a.tables) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
                             + (model_comparison.records(a.tables["model_comparison"])
@@ -102,22 +101,29 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
                                     index=("appendix_b",))
 
 
+def check(params: dict) -> None:
+    """The analysis parameters in range: ``n_boot`` an integer ≥ 1, ``rules_k`` None or an integer ≥ 1, ``use_r`` a
+    bool."""
+    check_int("n_boot", params.get("n_boot", 2000), 1)
+    analysis_run.check_use_r(params.get("use_r", True))
+    if params.get("rules_k") is not None:
+        check_int("rules_k", params["rules_k"], 1)
+
+
+def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Analysis:
+    order = model_comparison.scored_order(run_dir, scores["model"].unique()) if len(scores) else None
+    return compute(scores, order=order, **params)
+
+
+STEPS = analysis_run.Steps(
+    load=lambda run_dir, include_limited, params: load_scores(run_dir, include_limited=include_limited),
+    compute=_compute, write=write, check=check, id_column="prompt_id",
+    headline=lambda d, params: quantifier_stats.headline_gap(d, n_boot=params["n_boot"], seed=params["seed"]))
+
+
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000,
                 rules_k: int | None = None, use_r: bool = True) -> Analysis:
-    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
-    check_int("n_boot", n_boot, 1)
-    if rules_k is not None:
-        check_int("rules_k", rules_k, 1)
-    artifacts.clear_results(run_dir)
-    scores, variants, precision_notes = split_precisions(load_scores(run_dir, include_limited=include_limited))
-    order = model_comparison.scored_order(run_dir, scores["model"].unique()) if len(scores) else None
-    a = compute(scores, n_boot=n_boot, seed=seed, rules_k=rules_k, use_r=use_r, order=order)
-    if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
-        a.tables["precision"], recs = precision.compare(
-            variants, "prompt_id", headline=lambda d: quantifier_stats.headline_gap(d, n_boot=n_boot, seed=seed))
-        a.summary["records"] += recs
-        a.notes += precision_notes
-    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
-    a.summary["_notes"] = a.notes
-    write(a, run_dir, variants)
-    return a
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
+    (``analysis_run.run``: precision sensitivity with the pooled gap as the headline at each precision)."""
+    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, n_boot=n_boot,
+                            rules_k=rules_k, use_r=use_r)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...headline import fit_caveats, power_sentence
+from ...records import model_block
 from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
 from . import robustness
 
@@ -29,8 +30,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     per model, each in the words of the side its data point to (the sentence engine), the notes of ``summary.json``
     in words (response bias, identical conditions, precision), and the caveats of a small design."""
     d = summary.get("design", {})
-    models = d.get("models") or [k for k in summary if not k.startswith("_") and isinstance(summary[k], dict)
-                                 and "conditions" in summary[k]]
+    models = d.get("models") or [k for k, v in (summary.get("models") or {}).items() if "conditions" in v]
     conds = d.get("conditions", [])
     k = d.get("n_thresholds")
     prompts = "; ".join(f"{plural(n, 'prompt')} for {m}" for m, n in d.get("n_prompts", {}).items())
@@ -42,7 +42,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     recs = replaced_dropped([r for r in records if r.get("headline")])
     lines, caveats = [], []
     for m in models:
-        per = summary.get(m, {}).get("conditions", {})
+        per = model_block(summary, m).get("conditions", {})
         for c, h in per.items():
             rec = next((r for r in recs if r.get("model") == m and r.get("condition") == c and r.get("term") == "upward"), None)
             gap = h.get("gap")
@@ -61,7 +61,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
                        "p < .05 below 5)")
     caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n] + fit_caveats(records)
-    sizes = [h.get("n") for m in models for h in summary.get(m, {}).get("conditions", {}).values()]
+    sizes = [h.get("n") for m in models for h in model_block(summary, m).get("conditions", {}).values()]
     sizes = [n for n in sizes if isinstance(n, int) and n >= 2]
     if sizes:  # the design deals upward and downward concepts half and half
         caveats.append(power_sentence(min(sizes) // 2, min(sizes) // 2, "upward", "downward", alpha,

@@ -6,13 +6,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import artifacts
+from ... import analysis_run, artifacts
 from ...headline import generic_text
 from ...results import plural
-from ...runstore import excluded_notes, load_scores
+from ...runstore import load_scores
 from .. import get
 from .plots import interaction_plot
-from .stats import PY_TEST, R_TEST, cell_means, fit_info_table, lmm_tables, predicted_cells, records, seed_table
+from .stats import (PY_TEST, R_TEST, cell_means, fit_info_table, lmm_tables, predicted_cells, records, seed_table,
+                    use_r_default)
 
 
 def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame:
@@ -36,14 +37,15 @@ Analysis = artifacts.Analysis
 LATEX = ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl")
 
 
-def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
+def compute(scores: pd.DataFrame, use_r: bool = True) -> Analysis:
     """All negation tables from a joined scores frame (see ``load_negation_scores``); ``predicted`` (the model's
     predicted cells, drawn in the interaction figure) is kept with them but not written as a table.
 
-    ``use_r=None`` uses lme4/lmerTest when R has them (Satterthwaite t, the headline), else statsmodels MixedLM (z).
+    ``use_r`` True fits the LMMs with lme4/lmerTest when R has them (Satterthwaite t, the headline), else with
+    statsmodels MixedLM (z); False always with statsmodels.
     """
     a = Analysis(scores)
-    coefs, info, agreement = lmm_tables(scores, use_r=use_r)
+    coefs, info, agreement = lmm_tables(scores, use_r=use_r and use_r_default())
     a.tables = {"lmm_coefficients": coefs, "lmm_fits": fit_info_table(info), "spec_agreement": agreement,
                 "table1_ppl": seed_table(coefs, "ppl", "treatment"),
                 "table1_log_ppl": seed_table(coefs, "log_ppl", "treatment"),
@@ -53,15 +55,16 @@ def compute(scores: pd.DataFrame, use_r: bool | None = None) -> Analysis:
                                  .groupby("model")["token_diff_neg_minus_aff"]
                                  .agg(mean_diff="mean", share_equal=lambda s: float((s == 0).mean())).reset_index()),
                 "predicted": predicted_cells(coefs)}
-    summary = {}
+    blocks: dict = {}
     dev = coefs[(coefs["coding"] == "deviation") & (coefs["term"] == "context × form")]
     for model, g in dev.groupby("model", sort=False):
-        summary[model] = {}
+        blocks[model] = {}
         for r in g.itertuples(index=False):
-            summary[model][r.spec] = {"interaction_coef": float(r.estimate), "p": float(r.p), "df": r.df,
+            blocks[model][r.spec] = {"interaction_coef": float(r.estimate), "p": float(r.p), "df": r.df,
                                       "ci95": [float(r.ci_low), float(r.ci_high)], "valid": bool(r.valid), "test": r.test}
     for r in agreement.itertuples(index=False):
-        summary.setdefault(r.model, {})["conclusions_agree"] = bool(r.interaction_conclusions_agree)
+        blocks.setdefault(r.model, {})["conclusions_agree"] = bool(r.interaction_conclusions_agree)
+    summary: dict = {"models": blocks}
     summary["headline_test"] = ("deviation-coded context × form on log-perplexity (test "
                                 + (R_TEST if info["satterthwaite"].any() else PY_TEST)
                                 + "); the paper's Table 1 (perplexity, treatment coding) is reported alongside")
@@ -85,16 +88,19 @@ def write(a: Analysis, run_dir) -> list[Path]:
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, use_r: bool | None = None) -> Analysis:
-    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them.
+STEPS = analysis_run.Steps(
+    load=lambda run_dir, include_limited, params: load_negation_scores(run_dir, include_limited=include_limited),
+    compute=lambda scores, run_dir, params: compute(scores, use_r=params["use_r"]),
+    write=lambda a, run_dir, variants: write(a, run_dir), check=lambda params: analysis_run.check_use_r(params["use_r"]),
+    cannot_compare="the negation study scores sentences (perplexity), with no decision to compare between "
+                   "precisions, so each precision is analysed as a model of its own")
 
-    ``use_r=None`` uses lme4/lmerTest when R has them, else statsmodels MixedLM. ``seed`` is there because every
-    study's ``analyze_run`` takes one; nothing in these fits is drawn at random.
+
+def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, use_r: bool = True) -> Analysis:
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
+    (``analysis_run.run``).
+
+    ``use_r`` True: lme4/lmerTest when R has them, else statsmodels MixedLM; False: statsmodels. ``seed`` is there
+    because every study's ``analyze_run`` takes one; nothing in these fits is drawn at random.
     """
-    artifacts.clear_results(run_dir)
-    scores = load_negation_scores(run_dir, include_limited=include_limited)
-    a = compute(scores, use_r=use_r)
-    a.notes += excluded_notes(scores)  # score files left out (stale, unfinished, limited), never mixed in
-    a.summary["_notes"] = a.notes
-    write(a, run_dir)
-    return a
+    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, use_r=use_r)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import artifacts, studies
+from ... import analysis_run, artifacts, precision, studies
 from ...headline import generic_text
 from ...results import plural
-from ...runstore import excluded_notes, load_scores
+from ...runstore import check_int, load_scores
 from . import plots, stats
 
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
@@ -19,11 +19,8 @@ Analysis = artifacts.Analysis
 
 def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
             alternative: str = "two-sided") -> Analysis:
-    """All tables from a joined scores frame (see ``runstore.load_scores``)."""
-    if isinstance(min_overlap, bool) or not isinstance(min_overlap, int) or min_overlap < 1:
-        raise ValueError(f"min_overlap: must be an integer ≥ 1, got {min_overlap!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 99:
-        raise ValueError(f"n_resamples: must be an integer ≥ 99, got {n_resamples!r}")
+    """All tables from a joined scores frame (see ``runstore.load_scores``); ``analyze_run`` checks the parameters
+    (``check``)."""
     a = Analysis(scores)
     t = a.tables
     t["accuracy"] = stats.accuracy_table(scores)
@@ -64,21 +61,45 @@ def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamp
     return a
 
 
-def write(a: Analysis, run_dir) -> list[Path]:
-    """Tables as CSV + LaTeX, figures as PNG + PDF, summary.json."""
+def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Path]:
+    """Tables as CSV + LaTeX, figures as PNG + PDF, summary.json; with ``variants`` (a model scored at several
+    precisions) the margin-vs-margin figure of the precision sensitivity section too."""
     figs = {"accuracy_by_persona": plots.accuracy_by_persona(a.tables["accuracy"]),
             "persona_bias": plots.persona_bias(a.tables["dif"]),
             "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
+    if variants is not None:
+        figs["precision_margins"] = precision.margin_figure(variants, studies.get("personas").spec.id_column)
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
+
+
+def check(params: dict) -> None:
+    """The analysis parameters in range: ``min_overlap`` an integer ≥ 1, ``n_resamples`` an integer ≥ 99."""
+    check_int("min_overlap", params["min_overlap"], 1)
+    check_int("n_resamples", params["n_resamples"], 99)
+
+
+def headline(scores: pd.DataFrame, params: dict) -> dict:
+    """The headline at one precision: the bias of real personas minus that of the first null kind (Welch's t)."""
+    dif = stats.dif_table(scores, params["min_overlap"])
+    t = stats.null_comparison(dif, params["n_resamples"], params["seed"], params["alternative"])
+    if t.empty:
+        return {}
+    r = t.iloc[0]
+    return {"estimate": r["estimate"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p": r["p_welch"]}
+
+
+STEPS = analysis_run.Steps(
+    load=lambda run_dir, include_limited, params: load_scores(run_dir, studies.get("personas").spec,
+                                                      include_limited=include_limited),
+    compute=lambda scores, run_dir, params: compute(scores, params["min_overlap"], params["n_resamples"],
+                                                    params["seed"], params["alternative"]),
+    write=lambda a, run_dir, variants: write(a, run_dir, variants), check=check,
+    id_column=studies.get("personas").spec.id_column, headline=headline)
 
 
 def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, min_overlap: int = stats.MIN_OVERLAP,
                 n_resamples: int = 9999, alternative: str = "two-sided") -> Analysis:
-    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them."""
-    artifacts.clear_results(run_dir)
-    scores = load_scores(run_dir, studies.get("personas").spec, include_limited=include_limited)
-    a = compute(scores, min_overlap, n_resamples, seed, alternative)
-    a.notes += excluded_notes(scores)
-    a.summary["_notes"] = a.notes
-    write(a, run_dir)
-    return a
+    """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
+    (``analysis_run.run``: precision sensitivity with the real − null bias as the headline at each precision)."""
+    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, min_overlap=min_overlap,
+                            n_resamples=n_resamples, alternative=alternative)

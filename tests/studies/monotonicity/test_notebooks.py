@@ -254,7 +254,7 @@ def test_pooled_gap_and_accuracy_equal_the_recorded_ones(swept):
     run, _ = swept
     _assert_table(run, "gap_pooled", ("condition",))
     _assert_table(run, "accuracy", ("condition", "concept"))
-    summary = json.loads((run / "summary.json").read_text())[RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
     now, before = dict(_summary_leaves(summary["conditions"])), dict(_summary_leaves(RECORDED["summary"]["conditions"]))
     assert set(now) == set(before)
     _assert_same(now, before, "summary.json conditions")
@@ -270,7 +270,7 @@ def test_mixed_model_equals_the_recorded_one(swept):
         return (lambda field: GLMM.get(field, EXACT)) if row["test"] == "glmm_lrt" else (lambda field: EXACT)
 
     _assert_table(run, "mixed_model", ("test", "term", "condition"), tol)
-    summary = json.loads((run / "summary.json").read_text())[RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
     recorded = RECORDED["summary"]["mixed_model"]
     assert summary["mixed_model"]["test"] == recorded["test"] == "glmm_lrt"
     now, before = dict(_summary_leaves(summary["mixed_model"])), dict(_summary_leaves(recorded))
@@ -327,7 +327,7 @@ def test_quickstart_generates_scores_and_analyses_the_demo_in_one_kernel(tmp_pat
     pd.testing.assert_frame_equal(pd.read_parquet(run / "prompts.parquet"), generate_prompts(**demo))
     scores = pd.read_parquet(run / "scores" / "smollm2-135m-instruct.limit-2.parquet")
     assert len(scores) == 2 * len(demo["concepts"]) * len(demo["conditions"])
-    summary = json.loads((run / "summary.json").read_text())["smollm2-135m-instruct.limit-2"]  # a quick look
+    summary = json.loads((run / "summary.json").read_text())["models"]["smollm2-135m-instruct.limit-2"]  # a quick look
     assert set(summary["conditions"]) == set(demo["conditions"])
     executed = nbformat.read(tmp_path / "quickstart.ipynb", as_version=4)
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
@@ -510,7 +510,7 @@ def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swe
     assert "finding" in first["class"] and first.select_one("table.headline") and first.select_one("figure img")
     assert first.find_next_sibling("nav")["class"] == ["toc"], "the contents follow the finding"
     assert "analyze_run(" not in text and "import " not in text and "run_dir =" not in text, "code is shown"
-    summary = json.loads((run / "summary.json").read_text())[RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
     tokens = _number_tokens(text)
     for condition, headline in summary["conditions"].items():
         for key in ("acc_up", "acc_down", "gap"):

@@ -45,9 +45,9 @@ def test_planted_gap_is_detected_and_shrinks_when_explicit(prompts):
     assert not mm["valid"].any() and mm["p"].isna().all(), "3 thresholds, 4 coefficients: the GEE is not estimable"
     diff = a.tables["gap_difference"].iloc[0]
     assert diff["log_or_cl_minus_explicit"] > 1 and diff["ci_low"] > 0
-    s = a.summary["biased"]["conditions"]["concept_learning"]
+    s = a.summary["models"]["biased"]["conditions"]["concept_learning"]
     assert s["gap"] == pytest.approx(cl["gap"]) and s["p_cmh"] < 1e-6
-    assert a.summary["biased"]["mixed_model"]["test"] == "gee_bias_reduced"
+    assert a.summary["models"]["biased"]["mixed_model"]["test"] == "gee_bias_reduced"
     fisher = a.tables["gap_by_threshold"]
     assert len(fisher[fisher.condition == "concept_learning"]) == 3 and (fisher["p_fisher"] <= 1).all()
     assert (fisher["p_holm"] >= fisher["p_fisher"] - 1e-12).all()

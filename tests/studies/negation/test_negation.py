@@ -136,7 +136,7 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     tl = pd.read_csv(tmp_path / "tables" / "token_length.csv")
     assert 0 <= tl["share_equal"].iloc[0] <= 1
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
+    assert set(summary["models"]["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert {r["test"] for r in summary["records"]} <= {"lmm_negation_satterthwaite", "lmm_negation_mixedlm_z"}
     fits = pd.read_csv(tmp_path / "tables" / "lmm_fits.csv")
     assert set(fits["model"]) == {"smollm2-135m-instruct"} and {"ppl", "log_ppl", "log_ppl+tokens"} <= set(fits["spec"])

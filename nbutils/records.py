@@ -1,0 +1,163 @@
+"""The results of a run's analysis as typed values: ``Record`` (one inferential result) and ``summary.json``'s layout.
+
+Every study's analysis makes its records with ``stats.record`` (a ``Record``); ``artifacts.write_analysis`` writes
+them, with ``schema_version``, through ``summary_json`` (the one place a summary becomes JSON).
+``artifacts.read_summary`` is how every reader opens a ``summary.json``: one made by an older version of the suite
+(no ``schema_version``, or another one) is a ``SummaryVersionError`` (``check_version``) that says to run the
+analysis again. ``nbutils/schemas/summary.schema.json``
+is the JSON Schema of the file; ``docs/run-directory.md`` says what each field means.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field, fields
+import numpy as np
+
+SCHEMA_VERSION = 1
+# the standard keys every record has, in the order a record lists them
+RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
+OPTIONAL_KEYS = ("model", "headline", "hypothesis")  # written only when set
+
+
+def number(x) -> float | None:
+    """A finite float, or None (NaN, ±inf and None alike)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def clean(obj):
+    """Nested data with numpy scalars made plain and NaN made None, so it is valid JSON (a ``Record`` as itself)."""
+    if isinstance(obj, Record):
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return None if np.isnan(obj) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+@dataclass(eq=False)
+class Record(MutableMapping):
+    """One inferential result as ``summary["records"]`` lists it.
+
+    ``test`` names the procedure (``glmm_lrt``, ``cmh``, ``accuracy_vs_chance``…), ``term`` what it is about,
+    ``model`` and ``condition`` where it belongs; ``estimate``, ``se``, ``ci_low``, ``ci_high`` and ``p`` are finite
+    floats or None; ``valid`` is False when the result must not be read and ``note`` then says why; ``headline``
+    marks the tests a run's headline reports; ``hypothesis`` (``stats.claim``) is what the sentence engine needs to
+    put it in words. A study's own keys (``df``, ``n``, ``p_holm``, ``models``…) are in ``extra`` and sit beside the
+    standard ones in JSON, as flat as the rest. A record also reads as a mapping (``r["test"]``, ``r.get("n")``),
+    so code that reads a record does not care whether it came from memory or from ``summary.json``.
+    """
+
+    test: str
+    term: str
+    estimate: float | None = None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p: float | None = None
+    valid: bool = True
+    note: str = ""
+    condition: str | None = None
+    model: str | None = None
+    headline: bool | None = None
+    hypothesis: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.test, self.term, self.valid, self.note = str(self.test), str(self.term), bool(self.valid), str(self.note)
+        for k in ("estimate", "se", "ci_low", "ci_high", "p"):
+            setattr(self, k, number(getattr(self, k)))
+        self.extra = clean(dict(self.extra))
+        if self.hypothesis is not None:
+            self.hypothesis = clean(self.hypothesis)
+
+    def to_json(self) -> dict:
+        """The record as ``summary.json`` holds it: the standard keys, ``model`` and ``headline`` when set, the
+        study's extras, ``hypothesis`` last."""
+        out = {k: getattr(self, k) for k in RECORD_KEYS}
+        out.update({k: getattr(self, k) for k in ("model", "headline") if getattr(self, k) is not None})
+        out.update(self.extra)
+        if self.hypothesis is not None:
+            out["hypothesis"] = self.hypothesis
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Record":
+        """A record read back from ``summary.json`` (keys it does not know go to ``extra``)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        return cls(**{k: v for k, v in d.items() if k in known},
+                   extra={k: v for k, v in d.items() if k not in known})
+
+    # the mapping view: the flat JSON keys
+    def _fields(self) -> set[str]:
+        return set(RECORD_KEYS) | set(OPTIONAL_KEYS)
+
+    def __getitem__(self, key):
+        if key in self._fields():
+            value = getattr(self, key)
+            if value is None and key in OPTIONAL_KEYS:
+                raise KeyError(key)
+            return value
+        return self.extra[key]
+
+    def __setitem__(self, key, value):
+        if key in self._fields():
+            setattr(self, key, value)
+            self.__post_init__()
+        else:
+            self.extra[key] = clean(value)
+
+    def __delitem__(self, key):
+        if key in OPTIONAL_KEYS:
+            setattr(self, key, None)
+        elif key in self._fields():
+            raise KeyError(f"{key} is a standard key of every record")
+        else:
+            del self.extra[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+def summary_json(summary: Mapping) -> dict:
+    """``summary`` as it is written: ``schema_version`` set, records as JSON objects, numpy values plain."""
+    out = {k: v for k, v in summary.items() if k != "records"}
+    if "records" in summary:
+        out["records"] = [r.to_json() if isinstance(r, Record) else clean(r) for r in summary["records"]]
+    out["schema_version"] = SCHEMA_VERSION
+    out.setdefault("models", {})
+    return clean(out)
+
+
+class SummaryVersionError(ValueError):
+    """A ``summary.json`` this version of the suite cannot read (no ``schema_version``, or another one)."""
+
+
+def check_version(summary: Mapping, source) -> dict:
+    """``summary`` when its ``schema_version`` is this suite's; else a ``SummaryVersionError`` naming ``source``."""
+    version = summary.get("schema_version") if isinstance(summary, Mapping) else None
+    if version == SCHEMA_VERSION:
+        return dict(summary)
+    made = "without a schema_version" if version is None else f"with schema_version {version!r}"
+    raise SummaryVersionError(
+        f"{source} was made by an older version of the suite ({made}; this version reads schema_version "
+        f"{SCHEMA_VERSION}): run the analysis again (the study's 03_analyze notebook, or `python -m nbutils run` "
+        "on it) to write it in the current layout")
+
+
+def model_block(summary: Mapping, model) -> dict:
+    """The per-model block of ``summary`` (``summary["models"][model]``), empty when it has none."""
+    block = (summary.get("models") or {}).get(model) if model is not None else None
+    return block if isinstance(block, dict) else {}

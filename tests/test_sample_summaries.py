@@ -1,0 +1,182 @@
+"""summary.json has one documented, versioned layout: the summary of every shipped sample's analysis (and of the cue
+profile added to it) validates against ``nbutils/schemas/summary.schema.json``; ``docs/run-directory.md`` names every
+field the schema knows; a reader given a summary.json of an older layout (no ``schema_version``) says to run the
+analysis again instead of failing on a missing key. The READMEs' figures of the samples are those analyses' numbers."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import nbformat
+import numpy as np
+import pytest
+from prose import says, text
+
+from nbutils import artifacts, paths, records, run_index, studies
+from nbutils.analyses.cues import analysis as cues
+from nbutils.studies.custom import analysis as custom
+from nbutils.studies.monotonicity import analysis as monotonicity
+from nbutils.studies.negation import analysis as negation
+from nbutils.studies.personas import analysis as personas
+from nbutils.report import ReportError, write_report
+from nbutils.stats import record
+
+jsonschema = pytest.importorskip("jsonschema")
+
+ROOT = paths.repo_root()
+SAMPLES = ROOT / "outputs" / "samples"
+SCHEMA = json.loads((ROOT / "nbutils" / "schemas" / "summary.schema.json").read_text())
+# each sample analysed as its notebook would, with fewer resamples and without R: the layout, not the numbers, is tested
+CHEAP = {"monotonicity": {"n_boot": 100, "use_r": False}, "control": {"n_boot": 100, "use_r": False},
+         "negation": {"use_r": False}, "personas": {"n_resamples": 99}, "custom": {"n_boot": 100, "use_r": False}}
+ANALYSIS = {"monotonicity": monotonicity, "control": monotonicity, "negation": negation, "personas": personas,
+            "custom": custom}
+OLDER = "made by an older version of the suite"
+
+
+def validator():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    return jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
+
+
+def errors(summary: dict) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(summary)]
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """Each sample copied and analysed once for this module: sample → its run."""
+    runs = {}
+
+    def run_of(sample: str):
+        if sample not in runs:
+            runs[sample] = tmp_path_factory.mktemp("samples") / sample
+            shutil.copytree(SAMPLES / sample, runs[sample])
+            ANALYSIS[sample].analyze_run(runs[sample], **CHEAP[sample])
+        return runs[sample]
+
+    return run_of
+
+
+@pytest.mark.parametrize("sample", sorted(CHEAP))
+def test_the_summary_of_every_sample_validates_against_the_schema(sample, analysed):
+    run = analysed(sample)
+    summary = json.loads(paths.summary_path(run).read_text())
+    assert summary["schema_version"] == records.SCHEMA_VERSION and not errors(summary), errors(summary)
+    assert summary["records"] and all(set(records.RECORD_KEYS) <= set(r) for r in summary["records"])
+    if sample in ("monotonicity", "custom"):  # the cue profile adds its records and block to the same file
+        cues.analyze_run(run)
+        summary = json.loads(paths.summary_path(run).read_text())
+        assert summary["cues"] and any(r["test"] == "cue_discovery" for r in summary["records"])
+        assert not errors(summary), errors(summary)
+
+
+def test_the_schema_refuses_what_an_older_layout_or_a_stray_key_would_write():
+    good = records.summary_json({"records": [record("cmh", "upward", 0.4, p=0.03, model="m")],
+                                 "models": {"m": {"conditions": {}}}, "inputs": {"score_files": {}}})
+    assert not errors(good)
+    assert errors({k: v for k, v in good.items() if k != "schema_version"})  # an older file
+    assert errors({**good, "m": {"conditions": {}}})  # a model's block beside records, not under models
+    bad = json.loads(json.dumps(good))
+    bad["records"][0]["p"] = 1.5
+    assert errors(bad)
+    del bad["records"][0]["valid"]
+    assert any("'valid' is a required property" in e for e in errors(bad))
+
+
+def test_a_record_is_typed_and_reads_as_the_flat_json_it_is_written_as():
+    r = record("glmm_lrt", "upward", float("nan"), 0.2, p=0.01, model="m", headline=True, df=3, n_thresholds=5)
+    assert isinstance(r, records.Record) and r.estimate is None and r.extra == {"df": 3, "n_thresholds": 5}
+    assert r["model"] == "m" and r.get("df") == 3 and r.get("hypothesis") is None and "hypothesis" not in r
+    r["fallback_for"] = "gee"
+    r["valid"] = 0
+    assert r.valid is False and r.to_json()["fallback_for"] == "gee"
+    flat = r.to_json()
+    assert list(flat)[:10] == list(records.RECORD_KEYS) and records.Record.from_json(flat).to_json() == flat
+    with pytest.raises(KeyError, match="standard key"):
+        del r["test"]
+
+
+def old_summary(run) -> None:
+    """The layout before schema_version: a model's block at the top level beside records."""
+    artifacts.write_json({"smollm2-135m-instruct": {"conditions": {}}, "records": [], "inputs": {"score_files": {}}},
+                         paths.summary_path(run))
+    artifacts.write_text("**Is it?**\n\nDesign.\n", paths.results_path(run))
+
+
+def test_a_reader_of_an_older_summary_says_to_run_the_analysis_again(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLES / "monotonicity", run)
+    old_summary(run)
+    with pytest.raises(records.SummaryVersionError, match=rf"summary.json was {OLDER} \(without a schema_version; "
+                                                          r"this version reads schema_version 1\): run the analysis again"):
+        artifacts.read_summary(paths.summary_path(run))
+    # nbutils runs: the run's line says so (the index of the other runs goes on)
+    assert run_index.describe(run)["headline"] == f"summary.json {OLDER}: run the analysis again"
+    # the cue profile, which adds to the study's summary.json, refuses to amend it
+    with pytest.raises(ValueError, match=rf"{OLDER} .*run the analysis again"):
+        cues.analyze_run(run, top_k=3)
+    # the report: an executed analysis as papermill leaves it, then the old summary.json
+    analyze = studies.get("monotonicity").notebooks["analyze"]
+    cell = nbformat.v4.new_code_cell("1")
+    cell.metadata["papermill"] = {"status": "completed", "exception": False}
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb.metadata["papermill"] = {"start_time": "2999-01-01T00:00:00+00:00", "end_time": "2999-01-01T00:01:00+00:00",
+                                "input_path": str(paths.resolve(analyze)), "exception": None}
+    paths.executed_notebook(run, analyze).parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, paths.executed_notebook(run, analyze))
+    with pytest.raises(ReportError, match=rf"^report: .*summary.json was {OLDER} .*run the analysis again"):
+        write_report(run)
+
+
+def test_the_run_directory_document_names_every_field_of_the_schema():
+    doc = (ROOT / "docs" / "run-directory.md").read_text()
+    named = set(SCHEMA["properties"]) | set(SCHEMA["$defs"]["record"]["properties"]) | set(
+        SCHEMA["$defs"]["hypothesis"]["properties"])
+    missing = sorted(k for k in named if f"`{k}`" not in doc)
+    assert not missing, f"docs/run-directory.md does not say what these summary.json fields are: {missing}"
+    mkdocs = (ROOT / "mkdocs.yml").read_text()
+    assert "run-directory.md" in mkdocs
+
+
+def _headline(summary: dict, model: str, condition: str) -> dict:
+    return next(h for h in summary["headline"] if h["model"] == model and h["condition"] == condition
+                and h["term"] == "upward")
+
+
+def test_the_readmes_quote_the_samples_analyses(analysed):
+    """README.md's captions of the two sample figures and the control sample's README: accuracies, Wilson intervals,
+    the headline's odds ratio, CI and p, from the analysed samples (the GEE: without R it is the headline, with R it
+    stands in for the GLMM these separated data defeat, with the same numbers)."""
+    from nbutils.stats import wilson
+
+    readme = text("README.md")
+    mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
+    per = mono["models"]["smollm2-135m-instruct"]["conditions"]
+    assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
+    half = per["concept_learning"]["n"] // 2
+    up, down = round(per["concept_learning"]["acc_up"] * half), round(per["concept_learning"]["acc_down"] * half)
+    (ul, uh), (dl, dh) = wilson(up, half), wilson(down, half)
+    says(readme, '"more than p" is answered right in {} of {} prompts ({}%, Wilson 95% CI {}–{}%) and "less than p" in '
+         "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
+         100 * dl, 100 * dh, where="README.md")
+    control = json.loads(paths.summary_path(analysed("control")).read_text())
+    base, planted = sorted(control["models"], key=len)
+    cond = control["models"][base]["conditions"]["concept_learning"]
+    h = _headline(control, base, "concept_learning")
+    says(readme, "at chance, {}% upward and {}% downward (OR = {}, 95% CI [{}, {}], p > .999)", 100 * cond["acc_up"],
+         100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), where="README.md")
+    assert h["p"] > 0.999
+    cond, stated = (control["models"][planted]["conditions"][c] for c in ("concept_learning", "explicit"))
+    h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
+    lead = "learns upward concepts and fails downward ones, {}% vs {}% (OR = {}, 95% CI [{}, {}], p = {}; the GEE"
+    numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"]]
+    says(readme, lead, *numbers, where="README.md")
+    assert h["test"] == "gee_bias_reduced" and hs["p"] > 0.05
+    says(readme, "no significant gap when the concept is stated ({}% vs {}%, p = {})", 100 * stated["acc_up"],
+         100 * stated["acc_down"], hs["p"], where="README.md")
+    sample_readme = text("outputs/samples/control/README.md")
+    says(sample_readme, "gap ({}% upward vs {}% downward; OR = {}, 95% CI [{}, {}], p = {}) and none in the base model "
+         "({}% vs {}%)", *numbers, 100 * control["models"][base]["conditions"]["concept_learning"]["acc_up"],
+         100 * control["models"][base]["conditions"]["concept_learning"]["acc_down"],
+         where="outputs/samples/control/README.md")
