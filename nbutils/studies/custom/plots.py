@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -70,7 +71,12 @@ def margin_by_answer(df: pd.DataFrame) -> plt.Figure:
     for ax, model in zip(axes, models):
         d = df[df["model"] == model]
         sns.boxplot(d, x="group", y="margin", hue="answer", ax=ax, fliersize=0, boxprops={"alpha": 0.35})
-        sns.stripplot(d, x="group", y="margin", hue="answer", ax=ax, dodge=True, size=3, legend=False)
+        state = np.random.get_state()  # seaborn jitters the points with numpy's global generator: seeded here, so
+        np.random.seed(0)  # the figure is the same on every run, and the caller's random state is left as it was
+        try:
+            sns.stripplot(d, x="group", y="margin", hue="answer", ax=ax, dodge=True, size=3, legend=False)
+        finally:
+            np.random.set_state(state)
         ax.axhline(0, color="grey", lw=1, ls="--")
         ax.set_title(model, fontsize=9)
         ax.set_ylabel("log-prob margin, first − second option")

@@ -130,3 +130,37 @@ def test_concepts_the_parser_rejects_skip_study_one_with_a_note():
     assert tables == {} and "not concepts like" in notes[0]
     tables, notes = analysis.monotonicity_tables(frame({"a": 0.5}, options=("A", "B", "C")).assign(concept="more than 1/2"))
     assert tables == {} and "needs Yes/No answers" in notes[0]
+
+
+def test_margin_figure_is_the_same_on_every_run_and_leaves_the_random_state_alone():
+    """The strip plot's jitter is seeded: two runs of the analysis draw the same figure, and numpy's global random
+    state is what it was before the figure."""
+    import hashlib
+    import io
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    from nbutils.studies.custom.plots import margin_by_answer
+
+    matplotlib.use("Agg")
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame({"model": ["m"] * 40, "group": ["a", "b"] * 20, "margin": rng.normal(size=40),
+                       "answer": ["Yes", "No", "No", "Yes"] * 10})
+
+    def digest() -> str:
+        fig = margin_by_answer(df)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        plt.close(fig)
+        return hashlib.sha256(buf.getvalue()).hexdigest()
+
+    np.random.seed(5)
+    expected_next = np.random.rand()
+    np.random.seed(5)
+    first = digest()
+    assert np.random.rand() == expected_next, "the figure drew from the caller's random state"
+    np.random.seed(123)
+    assert digest() == first, "the jitter differs between runs"
