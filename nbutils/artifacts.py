@@ -275,9 +275,11 @@ def set_aside_scores(run_dir, only: list[Path] | None = None) -> list[Path]:
     (nothing is deleted)."""
     from . import paths
 
-    src = paths.scores_dir(run_dir)
-    files = [p for p in src.glob("*") if p.is_file()] + [p for p in paths.partial_dir(run_dir).glob("*") if p.is_file()]
-    files = files if only is None else [Path(p) for p in only if Path(p).is_file()]
+    if only is None:
+        files = [p for folder in (paths.scores_dir(run_dir), paths.partial_dir(run_dir))
+                 for p in folder.glob("*") if p.is_file()]
+    else:
+        files = [Path(p) for p in only if Path(p).is_file()]
     if not files:
         return []
     dest = paths.stale_dir(run_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))

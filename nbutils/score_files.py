@@ -37,16 +37,29 @@ def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
     exists for the run's current dataset: the sweep's and the cluster's skip, by the rule of scoring itself
     (``score_settings.identity`` before the model loads). Parameters that are no valid settings are never done:
     scoring them says what is wrong."""
+    found = _expected(run_dir, spec, params)
+    if found is None:
+        return False
+    settings, expected = found
+    side = paths.sidecar(settings.score_file(run_dir))
+    if not side.exists():
+        return False
+    meta = artifacts.read_json(side)
+    return bool(meta.get("complete")) and matches(expected, meta)
+
+
+def _expected(run_dir, spec: DatasetSpec, params: dict) -> tuple[ScoreSettings, dict] | None:
+    """A model file's settings and the identity its scoring of the run's current dataset would record
+    (``score_settings.identity`` before the model loads); None for parameters that are no valid settings, or a run
+    without its dataset."""
     try:
         settings = ScoreSettings.of_model_file(spec, params)
     except ValueError:
-        return False
-    side = paths.sidecar(settings.score_file(run_dir))
+        return None
     dpath = paths.dataset_path(run_dir, spec.dataset_file)
-    if not side.exists() or not dpath.exists():
-        return False
-    meta = artifacts.read_json(side)
-    return bool(meta.get("complete")) and matches(identity(settings, spec, artifacts.sha256_file(dpath)), meta)
+    if not dpath.exists():
+        return None
+    return settings, identity(settings, spec, artifacts.sha256_file(dpath))
 
 
 def set_aside_changed(run_dir, spec: DatasetSpec, params: dict) -> tuple[list[Path], str]:
@@ -54,14 +67,10 @@ def set_aside_changed(run_dir, spec: DatasetSpec, params: dict) -> tuple[list[Pa
     recorded identity does not match ``score_settings.identity``), moved into ``scores/.stale/<time>/`` as the
     scores of a regenerated dataset are, so that the sweep scores these parameters again: the paths moved, and what
     differed. Nothing moves for parameters that are no valid settings, or for files of this same scoring."""
-    try:
-        settings = ScoreSettings.of_model_file(spec, params)
-    except ValueError:
+    found = _expected(run_dir, spec, params)
+    if found is None:
         return [], ""
-    dpath = paths.dataset_path(run_dir, spec.dataset_file)
-    if not dpath.exists():
-        return [], ""
-    expected = identity(settings, spec, artifacts.sha256_file(dpath))
+    settings, expected = found
     files = ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
     move, why = [], ""
     for data, extra in ((files.final, ()), (files.partial, (files.progress,))):
