@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_speed import benchmark_prompts, cpu_description, matmul_gflops  # noqa: E402
 
 from nbutils import artifacts  # noqa: E402
-from nbutils.engine.choices import FLOAT32_TAIL, build_requests, last_token_logprobs  # noqa: E402
+from nbutils.engine.choices import build_requests, last_token_logprobs  # noqa: E402
+from nbutils.engine.split import FLOAT32_TAIL  # noqa: E402
 from nbutils.engine.loading.host import cpu_supports_bf16  # noqa: E402
 from nbutils.engine.models import load_model  # noqa: E402
 from nbutils.score_settings import DEFAULT_MODEL  # noqa: E402

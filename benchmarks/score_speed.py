@@ -28,7 +28,8 @@ import torch
 
 from nbutils import artifacts
 from nbutils.engine.batching import plan_batches
-from nbutils.engine.choices import FLOAT32_TAIL, answer_logprobs, build_requests, render_chat, score_batches
+from nbutils.engine.choices import answer_logprobs, build_requests, render_chat, score_batches
+from nbutils.engine.split import FLOAT32_TAIL
 from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, calibrate
 from nbutils.engine.loading.host import cpu_supports_bf16
 from nbutils.engine.models import load_model

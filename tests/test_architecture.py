@@ -52,7 +52,7 @@ BANDS: dict[str, tuple[str, ...]] = {
     # what the settings decide from: this host (device, bf16, memory), the embedded models, what bitsandbytes can do
     "engine host": ("nbutils.engine.loading.host", "nbutils.engine.loading.embedded",
                     "nbutils.engine.loading.quantization"),
-    "engine maths": ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.sentences",
+    "engine maths": ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.split", "nbutils.engine.sentences",
                      "nbutils.engine.calibration"),
     "engine": ("nbutils.engine", "nbutils.engine.loading"),  # the packages (the check that the score extra is there)
     "base": ("nbutils", "nbutils.*", "nbutils.score_settings"),  # the scoring settings without torch, with the base

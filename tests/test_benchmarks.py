@@ -273,3 +273,20 @@ def test_peers_benchmark_scores_every_method_in_rotating_rounds_and_compares_dec
     auto = rows["suite_auto"]
     assert auto["dtype"] == "bfloat16" and auto["calibration_size"] == 2 and auto["rescored_per_round"] == [2, 2]
     assert auto["max_abs_dlogp_vs_float32"] < 1e-4, "the calibration prompts' results are their float32 scores"
+
+
+@pytest.mark.notebooks  # runs a benchmark script end to end (~10 s)
+def test_tail_groups_benchmark_times_the_float32_tail_alone_and_grouped(tiny_model_dir, tmp_path):
+    """The three ways on the tiny model, 10 prompts (a group of 8 and one of 2), 3 rounds (~10 s)."""
+    out = tmp_path / "tail.json"
+    proc = _run("tail_groups.py", "--model", str(tiny_model_dir), "--n", "10", "--rounds", "3", "--threads", "1",
+                "--low", "bfloat16", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    per = report["seconds_per_prompt"]
+    assert set(per) == {"whole", "tail_alone", "tail_grouped"} and all(v > 0 for v in per.values())
+    assert all(len(v) == 3 for v in report["seconds_per_round"].values())
+    assert report["tail_share_alone"] == pytest.approx((per["tail_alone"] - per["whole"]) / per["whole"], abs=2e-3)
+    assert report["low_precision"] == "bfloat16" and report["bf16_emulated"] is not report["host"]["native_bf16"]
+    assert report["n_prompts"] == 10 and report["decisions_grouped_equal_alone"] == 10
+    assert 0 < report["max_abs_dlogp_grouped_vs_alone"] < 1e-4, "grouping moves float32 rounding only"

@@ -1,7 +1,7 @@
 """Calibrated re-scoring: how far bf16 moves a run's own decisions, and the re-score margin that covers it.
 
 "bf16" below is the fast path as the run scores it: a bf16 prefix and the last ``FLOAT32_TAIL`` prompt tokens in
-float32 (``choices.last_token_logprobs`` with a reference), which moves margins about 4× less than whole-prompt bf16.
+float32 (``split``; tails grouped as the run groups them), which moves margins about 4× less than whole-prompt bf16.
 
 A bf16 decision can differ from float32 only where bf16's top-two margin is smaller than bf16's error on the
 difference of two option log-probs (if every pairwise difference moves by at most E, the bf16 winner with margin
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .choices import BatchResult, Requests, score_batch
+from .choices import BatchResult, Requests, fast_scores, score_batch, tail_groups
 
 SAFETY_FACTOR = 3.0
 CALIBRATION_SIZE = 8  # prompts scored both ways (the float32 scores are kept as the run's own results)
@@ -88,18 +88,20 @@ class Calibration:
 def calibrate(model, reference, req: Requests, batches: list[list[int]], size: int = CALIBRATION_SIZE,
               safety_factor: float = SAFETY_FACTOR, tail: int = 0) -> tuple[Calibration, list[BatchResult]]:
     """Score a sample of whole batches both ways (the fast way: ``model``, split with a float32 ``tail`` when
-    ``tail`` > 0, exactly as the run will; and wholly in float32); return the margin and those batches' float32
-    results (marked re-scored, fast scores kept in ``low_precision``) so the run does not score them again."""
+    ``tail`` > 0, exactly as the run will, one-prompt batches' tails grouped; and wholly in float32); return the
+    margin and those batches' float32 results (marked re-scored, fast scores kept in ``low_precision``) so the run
+    does not score them again."""
     import time
 
     t0 = time.perf_counter()
     results, errors = [], []
-    for pos in pick_calibration_batches(batches, size):
-        batch = batches[pos]
-        low = score_batch(model, req, batch, reference, tail)
-        exact = score_batch(reference, req, batch)
+    picked = [batches[pos] for pos in pick_calibration_batches(batches, size)]
+    for group in tail_groups(req, picked, reference, tail):
+        rows = [i for b in group for i in b]
+        low = fast_scores(model, req, group, reference, tail)
+        exact = [a for b in group for a in score_batch(reference, req, b)]
         errors += [pairwise_error(a, b) for a, b in zip(low, exact)]
-        results.append(BatchResult(batch, exact, [True] * len(batch), low))
+        results.append(BatchResult(rows, exact, [True] * len(rows), low, len(group)))
     finite = [e for e in errors if np.isfinite(e)]  # an overflowed fast path has no error to measure: the run
     # re-scores such prompts in float32 whatever the margin (choices.score_batches)
     cal = Calibration(len(errors), finite, safety_factor, calibrated_margin(finite, safety_factor),

@@ -8,7 +8,8 @@ import numpy as np
 from ..spec import ChoiceItems, DatasetSpec, options_per_row
 from .batching import pack_batches
 from .calibration import calibrate
-from .choices import FLOAT32_TAIL, build_requests, choice_frame, options_digest, score_batches
+from .choices import build_requests, choice_frame, options_digest, score_batches
+from .split import FLOAT32_TAIL, TAIL_GROUP_ROWS
 
 
 class ChoiceScorer:
@@ -32,7 +33,8 @@ class ChoiceScorer:
         self.calibration_size = settings.calibration_size
         self.meta = {"pll_variant": None, "used_chat_template": self.req.used_chat_template,
                      "options_sha256": options_digest(self.per), "system_in_user_turn": self.req.system_in_user_turn,
-                     "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail}
+                     "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail,
+                     "float32_tail_group_rows": TAIL_GROUP_ROWS if self.tail else 0}
         if len(set(self.per)) == 1:
             self.meta.update(answer_strings=list(self.req.option_strings[0]), answer_token_ids=self.req.option_ids[0])
 
@@ -63,14 +65,14 @@ class ChoiceScorer:
             print(f"rescore_margin: {cal.non_finite} of the {cal.size} prompts gave NaN or inf log-probabilities on the "
                   "fast path (its activations overflow); every such prompt is re-scored in float32")
         for res in results:
-            record(res.records())
+            record(res.records(), res.n_batches)
         return m
 
     def run(self, batches: list[list[int]], record, progress=True) -> None:
         if self.margin == "auto":
             raise ValueError("rescore_margin: 'auto' is measured by calibrate(), which the run loop calls first")
         score_batches(self.model, self.req, batches, self.reference, self.margin,
-                      on_result=lambda res: record(res.records()), progress=progress, tail=self.tail)
+                      on_result=lambda res: record(res.records(), res.n_batches), progress=progress, tail=self.tail)
 
     def frame(self, rows: list[int], records: dict):
         gold = None if self.items.gold is None else [self.items.gold[i] for i in rows]

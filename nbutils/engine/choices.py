@@ -20,6 +20,7 @@ from ..score_settings import CHAT_TEMPLATE_MODES, check_choice
 from ..spec import (LETTERS, YES_NO, ChoiceItems, decisions,  # noqa: F401 - LETTERS for callers
                     normalize_answer, options_per_row)
 from .batching import left_pad, model_device, plan_batches, with_oom_halving
+from .split import TAIL_GROUP_ROWS, cache_of, split_forward, tail_logprobs, with_cache
 
 @dataclass
 class Requests:
@@ -141,47 +142,6 @@ def build_requests(tokenizer, texts: Sequence[str], chat_template: str = "auto",
     return Requests(prompt_ids, option_ids, scored, use_chat, pad, refused)
 
 
-# Split precision: the low-precision model prefills all but the last FLOAT32_TAIL tokens of a prompt;
-# its key/value cache is cast to float32 and the float32 reference computes the tail and the answer. bf16's error
-# on the answer's margin comes mostly from the scored position's own path through the network, not from the cached
-# context it attends to: on SmolLM2-135M (696-token prompts) the tail cuts the largest margin error about 4×
-# (0.14 → 0.03), so the calibrated re-score margin, and the share of prompts re-scored whole in float32, shrink.
-# A tail of 1 token is not enough there (a 0.2 systematic shift); 4–48 tokens measured alike.
-FLOAT32_TAIL = 8
-
-
-def cast_cache(cache, dtype: torch.dtype):
-    """Cast a transformers key/value cache to ``dtype`` in place (every layer's keys and values); returns it.
-
-    Raises TypeError for a cache without per-layer keys and values (e.g. a recurrent state), where the split
-    cannot be made; callers then score the prompt whole in the reference precision."""
-    layers = getattr(cache, "layers", None)
-    if not layers:
-        raise TypeError(f"cannot split precision with a {type(cache).__name__}: it has no per-layer keys/values")
-    for layer in layers:
-        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-        if not isinstance(keys, torch.Tensor) or not isinstance(values, torch.Tensor):
-            raise TypeError(f"cannot split precision with a {type(cache).__name__}: a layer has no key/value tensors")
-        layer.keys, layer.values = keys.to(dtype), values.to(dtype)
-    return cache
-
-
-def _split_forward(model, reference, ids: torch.Tensor, mask, positions, tail: int):
-    """``model`` on all but the last ``tail`` columns (with cache), then ``reference`` on the rest from the cast
-    cache; returns the reference's output (its cache continues the sequence), or None where the cache cannot be cast."""
-    cut = slice(None, -tail)
-    head = model(input_ids=ids[:, cut], attention_mask=None if mask is None else mask[:, cut],
-                 position_ids=None if positions is None else positions[:, cut], use_cache=True, logits_to_keep=1)
-    try:
-        cache = cast_cache(head.past_key_values, reference.dtype)
-    except TypeError:
-        return None
-    if positions is None:
-        positions = torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
-    return reference(input_ids=ids[:, -tail:], attention_mask=mask, position_ids=positions[:, -tail:],
-                     past_key_values=cache, use_cache=True, logits_to_keep=1)
-
-
 @torch.inference_mode()
 def last_token_logprobs(model: torch.nn.Module, seqs: Sequence[Sequence[int]], pad_id: int,
                         reference: torch.nn.Module | None = None, tail: int = 0) -> torch.Tensor:
@@ -194,7 +154,7 @@ def last_token_logprobs(model: torch.nn.Module, seqs: Sequence[Sequence[int]], p
     if split and min(len(s) for s in seqs) <= tail:
         model, split = reference, False
     ids, mask, positions = left_pad(seqs, pad_id, model_device(model))
-    out = _split_forward(model, reference, ids, mask, positions, tail) if split else None
+    out = split_forward(model, reference, ids, mask, positions, tail) if split else None
     if out is None:
         out = (reference if split else model)(input_ids=ids, attention_mask=mask, position_ids=positions,
                                               logits_to_keep=1, use_cache=False)
@@ -206,7 +166,7 @@ def _prefill(model: torch.nn.Module, prompt: Sequence[int], reference=None, tail
     precision as in ``last_token_logprobs`` when a reference and a tail are given and the prompt is longer."""
     ids = torch.tensor([list(prompt)], device=model_device(model))
     if reference is not None and tail > 0:
-        out = _split_forward(model, reference, ids, None, None, tail) if len(prompt) > tail else None
+        out = split_forward(model, reference, ids, None, None, tail) if len(prompt) > tail else None
         if out is not None:
             return reference, out
         model = reference
@@ -219,13 +179,13 @@ def _multi_token_logprobs(model: torch.nn.Module, prompt: Sequence[int], answers
     """Prefill the prompt once, then score each answer from the cached state (cropped back after each)."""
     dev = model_device(model)
     model, out = _prefill(model, prompt, reference, tail)
-    cache = out.past_key_values
+    cache = cache_of(out)
     first = out.logits[0, -1].float().log_softmax(-1)
     scores = []
     for ans in answers:
         lp = first[ans[0]].item()
         if len(ans) > 1:
-            nxt = model(input_ids=torch.tensor([list(ans[:-1])], device=dev), past_key_values=cache, use_cache=True)
+            nxt = model(input_ids=torch.tensor([list(ans[:-1])], device=dev), **with_cache(model, cache), use_cache=True)
             logp = nxt.logits[0].float().log_softmax(-1)
             lp += logp.gather(-1, torch.tensor(ans[1:], device=dev)[:, None]).sum().item()
             cache.crop(-(len(ans) - 1))  # drop this answer's tokens, keep the prompt's
@@ -269,6 +229,7 @@ class BatchResult:
     logprobs: list[np.ndarray]
     rescored: list[bool] = field(default_factory=list)
     low_precision: list[np.ndarray] | None = None
+    n_batches: int = 1  # planned batches it holds (one-prompt batches split together, ``tail_groups``)
 
     def records(self) -> dict:
         """``{row: {"logps": array, "rescored": bool}}``, what a run's checkpoint keeps per row."""
@@ -280,28 +241,67 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
                   tail: int = 0) -> list[BatchResult]:
     """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
     ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last
-    ``tail`` tokens in the reference's float32 (split precision). ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per batch."""
+    ``tail`` tokens in the reference's float32 (split precision). One-prompt batches of one-token options are split
+    in groups (``tail_groups``), each group one result. ``progress``: True for a tqdm bar, False for none, or a
+    callable(n_rows) per result."""
     results = []
-    bar = progress_bar(batches, progress is True)
-    for batch in bar:
-        lp = score_batch(model, req, batch, reference, tail)
-        rescored = [False] * len(batch)
-        low = None
-        if reference is not None and rescore_margin > 0:
-            low = [a.copy() for a in lp]
-            close = [k for k in range(len(batch)) if not top_two_margin(lp[k]) >= rescore_margin]  # NaN too
-            if close:
-                again = score_batch(reference, req, [batch[k] for k in close])
-                for k, a in zip(close, again):
-                    lp[k] = a
-                    rescored[k] = True
-        res = BatchResult(batch, lp, rescored, low)
-        results.append(res)
-        if callable(progress):
-            progress(len(batch))
-        if on_result is not None:
-            on_result(res)
+    with progress_bar(batches, progress is True) as bar:
+        for group in tail_groups(req, batches, reference, tail):
+            results.append(_score_group(model, req, group, reference, rescore_margin, tail))
+            bar.update(len(group))
+            if callable(progress):
+                progress(len(results[-1].indices))
+            if on_result is not None:
+                on_result(results[-1])
     return results
+
+
+def _score_group(model, req: Requests, group: list[list[int]], reference, rescore_margin: float,
+                 tail: int) -> BatchResult:
+    lp = fast_scores(model, req, group, reference, tail)
+    rows = [i for b in group for i in b]
+    rescored = [False] * len(rows)
+    low = None
+    if reference is not None and rescore_margin > 0:
+        low = [a.copy() for a in lp]
+        close = [k for k in range(len(rows)) if not top_two_margin(lp[k]) >= rescore_margin]  # NaN too
+        if close:
+            again = [a for k in close for a in score_batch(reference, req, [rows[k]])] if len(group) > 1 \
+                else score_batch(reference, req, [rows[k] for k in close])
+            for k, a in zip(close, again):
+                lp[k] = a
+                rescored[k] = True
+    return BatchResult(rows, lp, rescored, low, len(group))
+
+
+def fast_scores(model, req: Requests, group: list[list[int]], reference=None, tail: int = 0) -> list[np.ndarray]:
+    """``score_batch`` of a group from ``tail_groups``: one batch as it is, or one-prompt batches whose float32 tails
+    go through the reference together (``split.tail_logprobs``)."""
+    if len(group) == 1:
+        return score_batch(model, req, group[0], reference, tail)
+    logps = tail_logprobs(model, reference, [req.prompt_ids[b[0]] for b in group], tail)
+    return [lp[[o[0] for o in req.option_ids[b[0]]]].cpu().numpy().astype(np.float64) for b, lp in zip(group, logps)]
+
+
+def tail_groups(req: Requests, batches: list[list[int]], reference=None, tail: int = 0) -> list[list[list[int]]]:
+    """The batches in runs of consecutive one-prompt batches whose float32 tails go through the reference together
+    (up to ``TAIL_GROUP_ROWS``; split precision, one-token options, prompts longer than the tail); every other batch
+    alone. Fixed by the list alone, so a resumed run, which drops the groups already recorded, groups the rest alike."""
+    groups: list[list[list[int]]] = []
+    run: list[list[int]] = []
+    for b in batches:
+        if reference is not None and tail > 0 and len(b) == 1 and req.single_token_at(b[0]) \
+                and len(req.prompt_ids[b[0]]) > tail:
+            run.append(b)
+            if len(run) == TAIL_GROUP_ROWS:
+                groups.append(run)
+                run = []
+            continue
+        if run:
+            groups.append(run)
+            run = []
+        groups.append([b])
+    return groups + ([run] if run else [])
 
 
 def answer_logprobs(model, req: Requests, batch_size: int | str = "auto", progress: bool = False) -> np.ndarray:

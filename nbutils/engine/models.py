@@ -24,7 +24,7 @@ def load_model(model: str | ScoreSettings = DEFAULT_MODEL, *, scorer: str | None
     masked LM by default); keep a float32 twin when re-scoring is on. ``host``: the host to resolve for (probed when
     not given). The resolved settings are ``LoadedModel.settings``; their warnings are printed once.
 
-    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``choices.FLOAT32_TAIL``
+    ``dtype: auto`` on a native-bf16 CPU is the fast path (bf16 prefix, each prompt's last ``split.FLOAT32_TAIL``
     tokens in float32, close calls re-scored whole in float32 with a margin calibrated on the run's prompts:
     ``rescore_margin: auto``); float32 on other CPUs; bf16 on GPUs. ``meta["rescore_margin"]`` is the margin this
     model allows (0 without a float32 twin, ``"auto"`` when the answer-choice scorer is to calibrate it).

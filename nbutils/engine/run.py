@@ -30,7 +30,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
     different model, precision, dataset or scorer. ``progress``: True for a bar, False for none, or a callable(n_rows)
-    per batch. ``stop_after`` (batches) exists to test interruption. ``say_limited`` False: a limited run does not
+    per batch. ``stop_after`` (batches; the run stops after the result that completes them) exists to test interruption. ``say_limited`` False: a limited run does not
     print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).
     """
     settings = (settings or getattr(lm, "settings", None) or ScoreSettings()).with_run(**run_params)  # validated
@@ -69,9 +69,11 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
             if calibration:
                 meta.update(calibration)
                 saver.save()
-        todo = [b for b in batches if not all(i in done for i in b)][:stop_after]
+        todo = [b for b in batches if not all(i in done for i in b)] if stop_after != 0 else []
         try:
-            scorer.run(todo, saver.record, progress)
+            scorer.run(todo, saver.record if stop_after is None else _Stopping(saver.record, stop_after), progress)
+        except _StopAfter:
+            pass
         except KeyboardInterrupt:
             saver.save()
             raise
@@ -108,6 +110,24 @@ def non_finite_rows(records: dict) -> list[int]:
                   if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in rec.values()))
 
 
+class _StopAfter(Exception):
+    """Raised by ``_Stopping`` to end a run early, as an interruption would."""
+
+
+class _Stopping:
+    """A record callback that stops the run once ``n`` batches are recorded: after the result that completes them,
+    so a result that holds several batches (tails split together) is never cut, as a real interruption cannot cut it."""
+
+    def __init__(self, record, n: int):
+        self.record, self.left = record, n
+
+    def __call__(self, records: dict, batches: int = 1) -> None:
+        self.record(records, batches)
+        self.left -= batches
+        if self.left <= 0:
+            raise _StopAfter
+
+
 class _Checkpoints:
     """Collects a run's records as batches finish; every ``every`` batches writes the checkpoint, and at most every
     two seconds the progress file the sweep reads."""
@@ -121,7 +141,8 @@ class _Checkpoints:
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.t0
 
-    def record(self, records: dict) -> None:
+    def record(self, records: dict, batches: int = 1) -> None:
+        """Keep the records of ``batches`` finished batches (a checkpoint once ``every`` batches have accrued)."""
         bad = non_finite_rows(records)
         if bad:  # refused before it reaches a checkpoint or a score file
             raise ValueError(non_finite_message(self.meta.get("dtype"), self.meta.get("quantization", "none"),
@@ -132,7 +153,7 @@ class _Checkpoints:
             rate = (len(self.done) - self.n_before) / (now - self.t0) if now > self.t0 else 0.0
             self.files.report_progress(len(self.done), self.n_planned, rate)
             self.shown = now
-        self.since += 1
+        self.since += batches
         if self.since >= self.every:
             self.save()
 

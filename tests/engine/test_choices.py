@@ -309,7 +309,7 @@ def test_split_precision_runs_the_tail_in_the_reference_and_the_head_in_the_fast
 
 
 def test_a_cache_without_keys_and_values_cannot_be_split():
-    from nbutils.engine.choices import cast_cache
+    from nbutils.engine.split import cast_cache
 
     class Recurrent:
         layers = [object()]

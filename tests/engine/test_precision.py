@@ -10,7 +10,8 @@ import torch
 from nbutils import artifacts, paths, studies
 from nbutils import score_settings as base_settings
 from nbutils.engine import batching, calibration, models, run as scoring, settings as score_settings
-from nbutils.engine.choices import FLOAT32_TAIL, Requests, build_requests, last_token_logprobs, score_batches
+from nbutils.engine.choices import Requests, build_requests, last_token_logprobs, score_batches
+from nbutils.engine.split import FLOAT32_TAIL
 from nbutils.engine.loading import host as host_module
 
 GIB = 2**30
