@@ -290,3 +290,21 @@ def test_tail_groups_benchmark_times_the_float32_tail_alone_and_grouped(tiny_mod
     assert report["low_precision"] == "bfloat16" and report["bf16_emulated"] is not report["host"]["native_bf16"]
     assert report["n_prompts"] == 10 and report["decisions_grouped_equal_alone"] == 10
     assert 0 < report["max_abs_dlogp_grouped_vs_alone"] < 1e-4, "grouping moves float32 rounding only"
+
+
+@pytest.mark.notebooks  # runs a benchmark script end to end (~10 s)
+def test_pass_workers_benchmark_times_both_paths_both_ways(tiny_model_dir, tmp_path):
+    """The float32 and fast paths with two passes at once and one at a time on the tiny model, 12 prompts, 2 threads:
+    the same log-probs bit for bit, timed each round."""
+    out = tmp_path / "workers.json"
+    proc = _run("pass_workers.py", "--model", str(tiny_model_dir), "--n", "12", "--rounds", "2", "--threads", "2",
+                "--force-fast", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["paths"]) == {"float32", "fast_path"} and report["workers"] == 2 and report["threads"] == 2
+    for path in report["paths"].values():
+        assert path["identical_logprobs"] is True
+        assert all(len(s) == 2 and min(s) > 0 for s in path["seconds_per_round"].values())
+        rate = path["prompts_per_s_median"]
+        assert path["x_faster_than_one_at_a_time"] == pytest.approx(rate["2_at_once"] / rate["one_at_a_time"], rel=0.01)
+    assert report["n_prompts"] == 12

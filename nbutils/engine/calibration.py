@@ -17,10 +17,12 @@ benchmark reports whole-run error ÷ calibration error so the factor can be chec
 """
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 
 import numpy as np
 
+from .batching import in_order, pass_workers
 from .choices import BatchResult, Requests, fast_scores, score_batch, tail_groups
 
 SAFETY_FACTOR = 3.0
@@ -96,10 +98,17 @@ def calibrate(model, reference, req: Requests, batches: list[list[int]], size: i
     t0 = time.perf_counter()
     results, errors = [], []
     picked = [batches[pos] for pos in pick_calibration_batches(batches, size)]
-    for group in tail_groups(req, picked, reference, tail):
+    groups = tail_groups(req, picked, reference, tail)
+    # each group's fast scores, then each of its batches in float32, as separate calls (side by side on a CPU)
+    calls = [(g, None) for g in groups] + [(None, b) for g in groups for b in g]
+    score = lambda c: fast_scores(model, req, c[0], reference, tail) if c[1] is None \
+        else score_batch(reference, req, c[1])  # noqa: E731
+    with closing(in_order(score, calls, *pass_workers(model, len(calls)), ahead=len(calls))) as done:
+        got = list(done)
+    exact_scores = iter(got[len(groups):])
+    for group, low in zip(groups, got):
         rows = [i for b in group for i in b]
-        low = fast_scores(model, req, group, reference, tail)
-        exact = [a for b in group for a in score_batch(reference, req, b)]
+        exact = [a for _ in group for a in next(exact_scores)]
         errors += [pairwise_error(a, b) for a, b in zip(low, exact)]
         results.append(BatchResult(rows, exact, [True] * len(rows), low, len(group)))
     finite = [e for e in errors if np.isfinite(e)]  # an overflowed fast path has no error to measure: the run

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Sequence
@@ -19,7 +20,7 @@ import torch
 from ..score_settings import CHAT_TEMPLATE_MODES, check_choice
 from ..spec import (LETTERS, YES_NO, ChoiceItems, decisions,  # noqa: F401 - LETTERS for callers
                     normalize_answer, options_per_row)
-from .batching import left_pad, model_device, plan_batches, with_oom_halving
+from .batching import in_order, left_pad, model_device, pass_workers, plan_batches, with_oom_halving
 from .split import TAIL_GROUP_ROWS, cache_of, split_forward, tail_logprobs, with_cache
 
 @dataclass
@@ -242,12 +243,15 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     """Run the planned batches; with a float32 ``reference``, re-score prompts whose top-two margin is below
     ``rescore_margin`` or not finite (the fast path overflowed), and with ``tail`` > 0 compute each prompt's last
     ``tail`` tokens in the reference's float32 (split precision). One-prompt batches of one-token options are split
-    in groups (``tail_groups``), each group one result. ``progress``: True for a tqdm bar, False for none, or a
-    callable(n_rows) per result."""
+    in groups (``tail_groups``), each group one result. On a CPU, groups are scored ``pass_workers`` at a time, their
+    results handed on in plan order. ``progress``: True for a tqdm bar, False for none, or a callable(n_rows) per
+    result."""
     results = []
-    with progress_bar(batches, progress is True) as bar:
-        for group in tail_groups(req, batches, reference, tail):
-            results.append(_score_group(model, req, group, reference, rescore_margin, tail))
+    groups = tail_groups(req, batches, reference, tail)
+    score = partial(_score_group, model, req, reference=reference, rescore_margin=rescore_margin, tail=tail)
+    with progress_bar(batches, progress is True) as bar, closing(in_order(score, groups, *pass_workers(model, len(groups)))) as done:
+        for group, result in zip(groups, done):
+            results.append(result)
             bar.update(len(group))
             if callable(progress):
                 progress(len(results[-1].indices))
