@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         "bf16_emulated": low_dtype == "bfloat16" and not cpu_supports_bf16(),
         "n_prompts": len(seqs), "mean_prompt_tokens": float(np.mean([len(s) for s in seqs])), "rounds": args.rounds,
         "float32_tail_tokens": FLOAT32_TAIL, "tail_group_rows": TAIL_GROUP_ROWS,
-        "seconds_per_prompt": {m: round(v, 4) for m, v in per.items()},
+        "seconds_per_prompt": {m: round(v, 6) for m, v in per.items()},
         "seconds_per_round": {m: [round(x, 2) for x in s] for m, s in seconds.items()},
         "tail_share_alone": round((per["tail_alone"] - per["whole"]) / per["whole"], 4),
         "tail_share_grouped": round((per["tail_grouped"] - per["whole"]) / per["whole"], 4),

@@ -54,7 +54,7 @@ def naive(lm, prompt: str, continuation: str) -> float:
 def score(lm, data, spec, **kw):
     scorer = make_scorer(lm, data.reset_index(drop=True), spec, **kw)
     records = {}
-    scorer.run(scorer.plan(), records.update, progress=False)
+    scorer.run(scorer.plan(), lambda recs, batches=1: records.update(recs), progress=False)
     return scorer, scorer.frame(list(range(len(data))), records)
 
 
