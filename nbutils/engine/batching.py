@@ -128,8 +128,9 @@ def pass_workers(model: torch.nn.Module, calls: int | None = None) -> tuple[int,
     quantized model, whose layers keep state between calls, or a single call) one pass on them all.
 
     A transformer's forward pass of one prompt uses two CPU threads poorly: attention and the small element-wise
-    steps scale badly, so two prompts side by side, one thread each, score about 1.2× faster than one after the other
-    on both threads (SmolLM2-135M, 2-core AMD EPYC). Each prompt's log-probs are the same either way: its pass runs
+    steps scale badly, so two prompts side by side, one thread each, score faster than one after the other on both
+    threads (SmolLM2-135M, 2-core AMD EPYC with native bf16: 1.14× on the bf16 fast path, 1.06× in float32;
+    ``benchmarks/pass_workers.py``). Each prompt's log-probs are the same either way: its pass runs
     alone on its worker's threads, and a pass on one thread gives the same bits as on two here (checked by the tests).
     """
     threads = torch.get_num_threads()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextlib import closing
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -100,10 +101,9 @@ def calibrate(model, reference, req: Requests, batches: list[list[int]], size: i
     picked = [batches[pos] for pos in pick_calibration_batches(batches, size)]
     groups = tail_groups(req, picked, reference, tail)
     # each group's fast scores, then each of its batches in float32, as separate calls (side by side on a CPU)
-    calls = [(g, None) for g in groups] + [(None, b) for g in groups for b in g]
-    score = lambda c: fast_scores(model, req, c[0], reference, tail) if c[1] is None \
-        else score_batch(reference, req, c[1])  # noqa: E731
-    with closing(in_order(score, calls, *pass_workers(model, len(calls)), ahead=len(calls))) as done:
+    calls = [partial(fast_scores, model, req, g, reference, tail) for g in groups] \
+        + [partial(score_batch, reference, req, b) for g in groups for b in g]
+    with closing(in_order(lambda call: call(), calls, *pass_workers(model, len(calls)), ahead=len(calls))) as done:
         got = list(done)
     exact_scores = iter(got[len(groups):])
     for group, low in zip(groups, got):

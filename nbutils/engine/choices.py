@@ -249,7 +249,8 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     results = []
     groups = tail_groups(req, batches, reference, tail)
     score = partial(_score_group, model, req, reference=reference, rescore_margin=rescore_margin, tail=tail)
-    with progress_bar(batches, progress is True) as bar, closing(in_order(score, groups, *pass_workers(model, len(groups)))) as done:
+    done = in_order(score, groups, *pass_workers(model, len(groups)))
+    with progress_bar(batches, progress is True) as bar, closing(done):
         for group, result in zip(groups, done):
             results.append(result)
             bar.update(len(group))
