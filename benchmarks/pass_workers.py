@@ -1,7 +1,7 @@
 """Forward passes side by side on a CPU (``batching.pass_workers``) against one after the other on all the threads.
 
-The engine's own calls, model load excluded: the fast path as a run takes it (``calibration.calibrate`` on 8 prompts,
-then ``choices.score_batches`` on the rest with the calibrated margin: bf16 prefixes, grouped float32 tails, close
+The engine's own calls, model load excluded: the fast path as a run takes it (``calibration.score_calibrated``:
+bf16 prefixes and grouped float32 tails for every prompt, 8 of them scored again in float32 for the margin, close
 calls re-scored in float32) and the float32 path (``score_batches`` on every prompt), each with
 ``CPU_WORKERS`` passes at once and with one, interleaved in rounds. Reports seconds and prompts/s per round and their
 medians, the ratio, and whether the two ways gave the same log-probs bit for bit.
@@ -26,7 +26,7 @@ from score_speed import cpu_description  # noqa: E402
 
 from nbutils import artifacts  # noqa: E402
 from nbutils.engine import batching  # noqa: E402
-from nbutils.engine.calibration import CALIBRATION_SIZE, calibrate  # noqa: E402
+from nbutils.engine.calibration import CALIBRATION_SIZE, score_calibrated  # noqa: E402
 from nbutils.engine.choices import build_requests, score_batches  # noqa: E402
 from nbutils.engine.loading.host import cpu_supports_bf16  # noqa: E402
 from nbutils.engine.models import load_model  # noqa: E402
@@ -35,12 +35,11 @@ from nbutils.score_settings import DEFAULT_MODEL  # noqa: E402
 
 
 def fast_path(lm, req, batches):
-    """Calibration, then the rest at the calibrated margin; (log-probs in row order, prompts re-scored)."""
-    cal, first = calibrate(lm.model, lm.reference, req, batches, CALIBRATION_SIZE, tail=FLOAT32_TAIL)
-    done = {i for r in first for i in r.indices}
-    rest = score_batches(lm.model, req, [b for b in batches if b[0] not in done], lm.reference, cal.margin,
-                         progress=False, tail=FLOAT32_TAIL)
-    return _rows(first + rest), sum(sum(r.rescored) for r in rest)
+    """The fast path as a run takes it: every prompt, the calibration sample, the close calls re-scored; (log-probs in
+    row order, prompts re-scored beyond the sample)."""
+    done: dict = {}
+    cal = score_calibrated(lm.model, lm.reference, req, batches, done, size=CALIBRATION_SIZE, tail=FLOAT32_TAIL)
+    return np.vstack([done[i]["logps"] for i in sorted(done)]), sum(r["rescored"] for r in done.values()) - cal.size
 
 
 def float32_path(lm, req, batches):

@@ -6,8 +6,10 @@ calls) where the CPU or GPU has native bfloat16 (or anywhere with --force-fast, 
 of re-scored prompts on hardware where its speed means nothing). Reports prompts/s, tokens/s, peak memory, max |Δ log-prob| and
 decision agreement against the naive method, and the ratio to the FLOP ceiling (2 × parameters × tokens ÷ the
 matmul throughput measured here). The fast path's margin is calibrated as a run calibrates it (``--rescore-margin
-auto``): a sample of the benchmark's own prompts is scored both ways once, before the rounds, and that time is
-charged to the fast path; its bf16 forward passes are also timed on their own (``bf16_pass_*``). The fast path
+auto``): before the rounds, every prompt is scored on the fast path once (untimed) and the closest call of each part
+of the plan is scored in float32; those float32 passes are charged to the fast path (per worker, as they ran side by
+side) and their prompts keep their float32 scores in the rounds; its bf16 forward passes are also timed on their
+own (``bf16_pass_*``). The fast path
 computes each prompt's last ``--float32-tail`` tokens in float32 after its bf16 prefix, as the engine does
 (``bf16_margin_error_*`` is that split's error; ``--float32-tail 0`` measures whole-prompt bf16).
 
@@ -27,10 +29,10 @@ import numpy as np
 import torch
 
 from nbutils import artifacts
-from nbutils.engine.batching import plan_batches
+from nbutils.engine.batching import pass_workers, plan_batches
 from nbutils.engine.choices import answer_logprobs, build_requests, render_chat, score_batches
 from nbutils.engine.split import FLOAT32_TAIL
-from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, calibrate
+from nbutils.engine.calibration import CALIBRATION_SIZE, SAFETY_FACTOR, measure_margin
 from nbutils.engine.loading.host import cpu_supports_bf16
 from nbutils.engine.models import load_model
 from nbutils.score_settings import DEFAULT_MODEL
@@ -239,17 +241,18 @@ def main() -> None:
         bf16_timer = ForwardTimer(fast.model)
         tail = (FLOAT32_TAIL if fast.reference is not None else 0) if args.float32_tail is None else args.float32_tail
         margin = margin_arg
-        if margin_arg == "auto":  # once, over all prompts, as score_run does; its time is the fast path's
-            t = time.perf_counter()
-            cal, cal_results = calibrate(fast.model, fast.reference, req, plan_batches(lengths, "auto", device),
-                                         args.calibration_size, SAFETY_FACTOR, tail=tail)
-            cal_seconds = time.perf_counter() - t
+        if margin_arg == "auto":  # once, over all prompts, as score_run does (untimed); the float32 passes of its
+            # sample are charged to the fast path, per worker as they ran side by side
+            plan = plan_batches(lengths, "auto", device)
+            fast_lp = {i: lp for r in score_batches(fast.model, req, plan, fast.reference, 0.0, progress=False,
+                                                     tail=tail) for i, lp in zip(r.indices, r.logprobs)}
+            done = {i: {"logps": lp, "rescored": False} for i, lp in fast_lp.items()}
+            cal, sample = measure_margin(fast.model, fast.reference, req, plan, done, args.calibration_size,
+                                         SAFETY_FACTOR, tail)
             margin = cal.margin
-            for res in cal_results:
-                for k, i in enumerate(res.indices):
-                    calibrated[i] = (res.logprobs[k], res.low_precision[k])
-            fast_extra.update(cal.as_meta(), calibration_seconds=round(cal_seconds, 2),
-                              calibration_bf16_pass_seconds=round(bf16_timer.seconds, 2))
+            calibrated.update({i: (lp, fast_lp[i]) for i, lp in sample.items()})
+            workers = pass_workers(fast.model, len(calibrated))[0]
+            fast_extra.update(cal.as_meta(), calibration_seconds=round(cal.seconds / workers, 2))
             bf16_timer.seconds = 0.0
 
         def fast_chunk(chunk, idx):
@@ -329,6 +332,7 @@ def main() -> None:
             achieved_bf16 = 2 * non_embed * bf16_tokens / bf16_timer.seconds / 1e9
             f.update(bf16_pass_seconds=round(bf16_timer.seconds, 2),
                      bf16_pass_prompts_per_s=round(n_bf16 / bf16_timer.seconds, 3),
+                     bf16_pass_tokens_per_s=round(bf16_tokens / bf16_timer.seconds, 1),
                      bf16_pass_fraction_of_bf16_ceiling=round(achieved_bf16 / ceiling["bfloat16"], 3))
         if "calibration_seconds" in f:
             steady = sum(seconds["fast_bf16_rescored"]) - f["calibration_seconds"]
@@ -341,6 +345,9 @@ def main() -> None:
                 f["run_error_max_over_calibration_error_max"] = round(f["bf16_margin_error_max"] / f["calibration_error_max"], 2)
                 low_all, exact_all = np.concatenate(low_precision), results["engine_float32"]
                 errs = np.abs((low_all[:, 0] - low_all[:, 1]) - (exact_all[:, 0] - exact_all[:, 1]))
+                from scipy.stats import spearmanr
+
+                f["error_margin_rank_correlation"] = round(float(spearmanr(errs, np.abs(low_all[:, 0] - low_all[:, 1]))[0]), 3)
                 f["calibration_shortfall_chance"] = {  # would a random sample of this size have under-covered this run?
                     f"factor_{g:g}": round(calibration_shortfall_chance(errs, f["calibration_size"], g), 5) for g in (1.5, 2, 3)}
     ref = results.get("naive_two_pass")

@@ -154,7 +154,7 @@ def test_speed_benchmark_meets_the_float32_accuracy_target_and_the_fast_path_kee
     else:
         assert report["speedup_fast_vs_naive_two_pass"] > 0 and 0 < fast["bf16_pass_fraction_of_bf16_ceiling"] <= 1
         assert ceil["bfloat16"] > 2 * ceil["float32"], "native bf16 matmuls outrun float32"
-        assert fast["bf16_pass_prompts_per_s"] > 1.5 * engine["prompts_per_s"], "the bf16 pass beats float32 on this CPU"
+        assert fast["bf16_pass_tokens_per_s"] > 1.25 * engine["tokens_per_s"], "the bf16 pass beats float32 on this CPU"
 
 
 @pytest.mark.notebooks  # the real embedded model, 2 prompts per variant (~25 s)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..spec import ChoiceItems, DatasetSpec, options_per_row
 from .batching import pack_batches
-from .calibration import calibrate
+from .calibration import score_calibrated
 from .choices import build_requests, choice_frame, options_digest, score_batches
 from .split import FLOAT32_TAIL, TAIL_GROUP_ROWS
 
@@ -31,6 +31,8 @@ class ChoiceScorer:
         self.tail = FLOAT32_TAIL if self.reference is not None else 0
         self.margin = settings.need_resolved().rescore_margin if self.reference is not None else 0.0
         self.calibration_size = settings.calibration_size
+        self.plan_batches, self.done, self.note, self.resumed_margin = None, None, None, None
+        self.complete = True  # False while a calibrated run has not measured and applied its margin
         self.meta = {"pll_variant": None, "used_chat_template": self.req.used_chat_template,
                      "options_sha256": options_digest(self.per), "system_in_user_turn": self.req.system_in_user_turn,
                      "single_forward_pass": self.req.single_token, "float32_tail_tokens": self.tail,
@@ -47,32 +49,41 @@ class ChoiceScorer:
         rows, budget = batch or self.settings.batch_plan(self.kind)
         return pack_batches([len(p) for p in self.req.prompt_ids], rows, budget)
 
-    def calibrate(self, batches: list[list[int]], prior: dict, record) -> dict:
-        """``rescore_margin: auto``: the margin from a sample of this run's prompts scored both ways (their float32
-        scores become their results), or the margin a resumed run's checkpoint measured with the same tail."""
+    def calibrate(self, batches: list[list[int]], prior: dict, done: dict, note) -> dict:
+        """Before the loop. ``rescore_margin: auto`` is measured by ``run`` once every prompt is scored on the fast
+        path (``calibration.score_calibrated``), on the run's closest calls (their float32 scores become their
+        results), and handed to ``note``; a resumed checkpoint's margin, measured with the same tail, is used as is."""
+        self.plan_batches, self.done, self.note = batches, done, note
         if self.margin != "auto":
             return {}
         if prior.get("rescore_margin_used") is not None and prior.get("float32_tail_tokens", 0) == self.tail:
-            self.margin = prior["rescore_margin_used"]
+            self.resumed_margin = prior["rescore_margin_used"]
             return {k: v for k, v in prior.items()
                     if k.startswith("calibration_") or k in ("rescore_margin_used", "float32_tail_tokens")}
-        cal, results = calibrate(self.model, self.reference, self.req, batches, self.calibration_size, tail=self.tail)
-        self.margin = cal.margin
-        m = cal.as_meta()
-        print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
-              f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways)")
-        if cal.non_finite:
-            print(f"rescore_margin: {cal.non_finite} of the {cal.size} prompts gave NaN or inf log-probabilities on the "
-                  "fast path (its activations overflow); every such prompt is re-scored in float32")
-        for res in results:
-            record(res.records(), res.n_batches)
-        return m
+        return {}
 
     def run(self, batches: list[list[int]], record, progress=True) -> None:
-        if self.margin == "auto":
-            raise ValueError("rescore_margin: 'auto' is measured by calibrate(), which the run loop calls first")
-        score_batches(self.model, self.req, batches, self.reference, self.margin,
-                      on_result=lambda res: record(res.records(), res.n_batches), progress=progress, tail=self.tail)
+        if self.margin != "auto":
+            score_batches(self.model, self.req, batches, self.reference, self.margin,
+                          on_result=lambda res: record(res.records(), res.n_batches), progress=progress, tail=self.tail)
+            return
+        if self.done is None:
+            raise ValueError("rescore_margin: 'auto' needs calibrate() first, which the run loop calls")
+        self.complete = False
+        cal = score_calibrated(self.model, self.reference, self.req, self.plan_batches, self.done, record, self.note,
+                               batches, self.calibration_size, tail=self.tail, progress=progress,
+                               margin=self.resumed_margin)
+        self.complete = all(i in self.done for b in self.plan_batches for i in b)
+        if cal is not None and cal.size:
+            m = cal.as_meta()
+            print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
+                  f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways, the closest "
+                  "call of each part of the plan)")
+        if cal is not None and not cal.size:
+            print(f"rescore_margin: {cal.margin:g} (no prompt kept finite fast-path log-probabilities to calibrate on)")
+        if cal is not None and cal.non_finite:
+            print(f"rescore_margin: {cal.non_finite} prompts gave NaN or inf log-probabilities on the fast path (its "
+                  "activations overflow); every such prompt was re-scored in float32")
 
     def frame(self, rows: list[int], records: dict):
         gold = None if self.items.gold is None else [self.items.gold[i] for i in rows]

@@ -248,7 +248,7 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     result."""
     results = []
     groups = tail_groups(req, batches, reference, tail)
-    score = partial(_score_group, model, req, reference=reference, rescore_margin=rescore_margin, tail=tail)
+    score = partial(score_group, model, req, reference=reference, rescore_margin=rescore_margin, tail=tail)
     done = in_order(score, groups, *pass_workers(model, len(groups)))
     with progress_bar(batches, progress is True) as bar, closing(done):
         for group, result in zip(groups, done):
@@ -261,13 +261,15 @@ def score_batches(model, req: Requests, batches: list[list[int]], reference=None
     return results
 
 
-def _score_group(model, req: Requests, group: list[list[int]], reference, rescore_margin: float,
-                 tail: int) -> BatchResult:
+def score_group(model, req: Requests, group: list[list[int]], reference, rescore_margin: float, tail: int,
+                non_finite: bool = False) -> BatchResult:
+    """One group of ``tail_groups`` on the fast path, its prompts below ``rescore_margin`` re-scored in float32 (and,
+    with ``non_finite``, those whose fast-path log-probs are NaN or inf, whatever the margin)."""
     lp = fast_scores(model, req, group, reference, tail)
     rows = [i for b in group for i in b]
     rescored = [False] * len(rows)
     low = None
-    if reference is not None and rescore_margin > 0:
+    if reference is not None and (rescore_margin > 0 or non_finite):
         low = [a.copy() for a in lp]
         close = [k for k in range(len(rows)) if not top_two_margin(lp[k]) >= rescore_margin]  # NaN too
         if close:

@@ -64,11 +64,14 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
         n_planned = sum(len(b) for b in batches)
         saver = _Checkpoints(files, ids, meta, done, n_planned, settings.checkpoint_every,
                              prior.get("elapsed_seconds", 0.0))
-        if hasattr(scorer, "calibrate"):  # a one-off step before the main loop (the fast path's re-scoring margin)
-            calibration = scorer.calibrate(batches, prior, saver.record)
-            if calibration:
-                meta.update(calibration)
+        if hasattr(scorer, "calibrate"):  # before the loop: the fast path's re-scoring margin (a resumed one, or
+            def note(block: dict) -> None:  # where the one measured during the loop goes, saved with its rows)
+                meta.update(block)
                 saver.save()
+
+            calibration = scorer.calibrate(batches, prior, done, note)
+            if calibration:
+                note(calibration)
         todo = [b for b in batches if not all(i in done for i in b)] if stop_after != 0 else []
         try:
             scorer.run(todo, saver.record if stop_after is None else _Stopping(saver.record, stop_after), progress)
@@ -78,7 +81,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
             saver.save()
             raise
         planned = sorted(i for b in batches for i in b)
-        if not set(planned).issubset(done):
+        if not set(planned).issubset(done) or not getattr(scorer, "complete", True):
             saver.save()
             return scorer.frame(sorted(done), done), dict(meta, complete=False, n_done=len(done), n_planned=n_planned)
         df = scorer.frame(planned, done)

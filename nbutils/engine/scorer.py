@@ -10,10 +10,12 @@ only asks it, in this order:
 2. ``input_lengths()`` — tokens per row as the model will see them (checked against the model's context window);
 3. ``plan(batch)`` — the batches (lists of row positions) of a batch plan (rows per pass, token budget; the
    settings' own by default, a checkpoint's when resuming), fixed before scoring so a killed run resumes exactly;
-4. optionally ``calibrate(batches, prior, record)`` — a one-off step before the main loop (the fast path's margin,
-   measured on a sample of the run's own rows; ``prior`` is a resumed checkpoint's metadata); returns sidecar fields;
+4. optionally ``calibrate(batches, prior, done, note)`` — before the main loop, with the whole plan, a resumed
+   checkpoint's metadata (``prior``) and records (``done``, kept up to date by ``record``); returns sidecar fields
+   (a resumed margin). A margin measured during ``run`` goes to ``note(fields)``, which saves the checkpoint;
 5. ``run(batches, record, progress)`` — score the batches, handing each batch's results to ``record`` as
-   ``{row: {column: value}}``; ``progress`` is True (a bar), False, or a callable(n_rows);
+   ``{row: {column: value}}``; ``progress`` is True (a bar), False, or a callable(n_rows). A scorer whose
+   ``complete`` is False afterwards (the answer-choice scorer stopped before its margin was applied) is resumed;
 6. ``frame(rows, records)`` — the score table of those rows, in that order (one row per dataset row, the id first).
 
 The two implementations: ``choice_scorer.ChoiceScorer`` (log-probability of each answer option, over the maths in

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -97,18 +98,14 @@ def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_no
     assert lm.reference is not None and lm.meta["rescore_margin"] == "auto"
     req, exact = _close_call_requests(lm, lm.tokenizer)
     batches = batching.plan_batches([len(p) for p in req.prompt_ids], "auto", "cpu")
-    cal, cal_results = calibration.calibrate(lm.model, lm.reference, req, batches, size=8, tail=tail)
+    done: dict = {}
+    cal = calibration.score_calibrated(lm.model, lm.reference, req, batches, done, size=8, tail=tail)
     assert cal.as_meta()["float32_tail_tokens"] == tail
     assert cal.size == 8 and max(cal.errors) > 0, "bf16 really differs from float32 on the sample"
     assert cal.margin == pytest.approx(max(calibration.MIN_MARGIN, calibration.SAFETY_FACTOR * max(cal.errors)))
-    done = {i for r in cal_results for i in r.indices}
-    rest = [b for b in batches if not set(b) & done]
-    results = cal_results + score_batches(lm.model, req, rest, lm.reference, cal.margin, progress=False, tail=tail)
-    final, low, flags = np.zeros_like(exact), np.zeros_like(exact), np.zeros(len(exact), bool)
-    for r in results:
-        final[r.indices], low[r.indices], flags[r.indices] = np.vstack(r.logprobs), np.vstack(r.low_precision), r.rescored
-    exact_choice, low_choice = exact.argmax(1), low.argmax(1)
-    assert (low_choice != exact_choice).any(), "bf16 alone flips a near-tie, so this test can fail"
+    final = np.vstack([done[i]["logps"] for i in range(len(exact))])
+    flags = np.array([done[i]["rescored"] for i in range(len(exact))])
+    exact_choice = exact.argmax(1)
     assert (final.argmax(1) == exact_choice).all(), "every decision is float32's"
     assert 0 < flags.sum() < len(flags), "clear calls stay bf16, close ones are re-scored"
     # the same prompts without re-scoring (margin 0) do differ: the margin is what keeps them equal
@@ -116,7 +113,12 @@ def test_calibrated_margin_keeps_every_float32_decision_where_bf16_alone_does_no
     plain_lp = np.zeros_like(exact)
     for r in plain:
         plain_lp[r.indices] = np.vstack(r.logprobs)
-    assert (plain_lp.argmax(1) != exact_choice).any()
+    assert (plain_lp.argmax(1) != exact_choice).any(), "bf16 alone flips a near-tie, so this test can fail"
+    margins = np.array([calibration.top_two_margin(lp) for lp in plain_lp])
+    assert flags[margins < cal.margin].all(), "every fast-path call closer than the margin is float32's"
+    parts = calibration.strata(batches, 8)
+    assert sum(flags[p].any() for p in parts) == 8, "each part of the plan gave its closest call to the sample"
+    assert all(flags[p[int(np.argmin(margins[p]))]] for p in parts)
 
 
 def test_margin_rule_and_sample_spread():
@@ -126,11 +128,18 @@ def test_margin_rule_and_sample_spread():
         calibration.calibrated_margin([0.1], 0.5)
     assert calibration.pairwise_error(np.array([-1.0, -2.0, -3.0]), np.array([-1.0, -2.5, -3.0])) == pytest.approx(0.5)
     one_row = [[i] for i in range(40)]
-    assert calibration.pick_calibration_batches(one_row, 8) == [0, 6, 11, 17, 22, 28, 33, 39]  # spread, ends included
+    assert calibration.strata(one_row, 8) == [list(range(k, k + 5)) for k in range(0, 40, 5)]
     gpu_like = [list(range(k * 16, k * 16 + 16)) for k in range(6)]
-    picked = calibration.pick_calibration_batches(gpu_like, 20)
-    assert len(picked) == 2 and sum(len(gpu_like[p]) for p in picked) >= 20
-    assert calibration.pick_calibration_batches(one_row[:3], 8) == [0, 1, 2]
+    assert [len(p) for p in calibration.strata(gpu_like, 20)] == [5] * 16 + [4] * 4, "parts of rows, not of batches"
+    assert calibration.strata(one_row[:3], 8) == [[0], [1], [2]] and calibration.strata([], 8) == []
+    with pytest.raises(ValueError, match="^calibration_size:"):
+        calibration.strata(one_row, 0)
+    done = {0: {"logps": [-1.0, -1.5], "rescored": False}, 1: {"logps": [-1.0, -1.1], "rescored": True},
+            2: {"logps": [-2.0, -2.2], "rescored": False}, 3: {"logps": [float("nan"), -1.0], "rescored": False},
+            4: {"logps": [-3.0, -2.8], "rescored": False}}
+    assert calibration.closest_call([0, 1, 2, 3, 4, 5], done) == 2, "the closest call still at its fast scores"
+    assert calibration.closest_call([4, 2], done) == 4, "a tie goes to the first in plan order"
+    assert calibration.closest_call([1, 3, 5], done) is None
 
 
 def _monotonicity_run(tmp_path, tiny_run):
@@ -169,6 +178,35 @@ def test_calibrated_run_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, ti
     whole, wmeta = scoring.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
     assert meta["complete"] and resumed.equals(whole)
     assert meta["rescore_margin_used"] == wmeta["rescore_margin_used"]
+
+
+def test_a_run_killed_after_its_calibration_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, tiny_model_dir,
+                                                                                monkeypatch):
+    """Killed between the margin and the re-scoring it calls for: the checkpoint holds the sample's float32 rows and
+    the margin together, so the resumed run re-scores the same prompts an uninterrupted run does."""
+    spec = studies.get("monotonicity").spec
+    fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    whole, wmeta = scoring.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False,
+                                     calibration_size=4)
+    run = _monotonicity_run(tmp_path / "a", tiny_run)
+    calls, real = [], calibration._run
+
+    def killed_at_the_rescoring(fn, items, model):
+        calls.append(len(items))
+        if len(calls) == 2:  # the first runs the last parts' samples, the second the re-scoring
+            raise SystemExit("killed")  # as kill -9: nothing saved on the way out
+        return real(fn, items, model)
+
+    monkeypatch.setattr(calibration, "_run", killed_at_the_rescoring)
+    with pytest.raises(SystemExit):
+        scoring.score_run(run, fast, spec, progress=False, calibration_size=4)
+    monkeypatch.setattr(calibration, "_run", real)
+    partial = paths.partial_file(run, paths.model_slug(fast.meta["model"]) + ".bfloat16")
+    assert artifacts.read_json(paths.sidecar(partial))["rescore_margin_used"] == wmeta["rescore_margin_used"]
+    assert pd.read_parquet(partial)["rescored"].sum() == wmeta["calibration_size"], "the sample's rows came with it"
+    resumed, meta = scoring.score_run(run, fast, spec, progress=False, calibration_size=4)
+    assert meta["complete"] and meta["resumed_rows"] == len(whole) and resumed.equals(whole)
+    assert int(resumed["rescored"].sum()) >= 4
 
 
 def test_a_checkpoint_calibrated_for_another_float32_tail_is_calibrated_again(tmp_path, tiny_run, tiny_model_dir, capsys):

@@ -13,7 +13,7 @@ import torch
 
 from nbutils.engine import batching
 from nbutils.engine.batching import in_order, pass_workers, plan_batches
-from nbutils.engine.calibration import calibrate
+from nbutils.engine.calibration import score_calibrated
 from nbutils.engine.choices import build_requests, score_batches, top_two_margin
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
@@ -79,15 +79,17 @@ def test_scores_side_by_side_equal_one_after_the_other(tiny_llama, tiny_tokenize
     batches = plan_batches([len(p) for p in req.prompt_ids], 1)
 
     def everything():
-        cal, first = calibrate(fast, tiny_llama, req, batches, size=4, tail=4)
-        done = {i for r in first for i in r.indices}
-        rest = [b for b in batches if b[0] not in done]
-        low = score_batches(fast, req, rest, progress=False, tail=4, reference=tiny_llama)
+        calibrated: dict = {}
+        cal = score_calibrated(fast, tiny_llama, req, batches, calibrated, size=4, tail=4)
+        low = score_batches(fast, req, batches, progress=False, tail=4, reference=tiny_llama)
         margin = float(np.median([top_two_margin(lp) for r in low for lp in r.logprobs]))  # half re-scored
-        res = score_batches(fast, req, rest, tiny_llama, margin, progress=False, tail=4)
+        res = score_batches(fast, req, batches, tiny_llama, margin, progress=False, tail=4)
         plain = score_batches(tiny_llama, req, batches, progress=False)
         assert any(any(r.rescored) for r in res) and not all(all(r.rescored) for r in res), "some close calls"
-        return cal, [(r.indices, np.vstack(r.logprobs), r.rescored) for r in first + res + plain]
+        rows = sorted(calibrated)
+        assert rows == sorted(i for b in batches for i in b) and sum(calibrated[i]["rescored"] for i in rows) >= 4
+        first = [(rows, np.vstack([calibrated[i]["logps"] for i in rows]), [calibrated[i]["rescored"] for i in rows])]
+        return cal, first + [(r.indices, np.vstack(r.logprobs), r.rescored) for r in res + plain]
 
     cal2, side_by_side = everything()
     assert pass_workers(fast, len(batches))[0] == 2, "the side-by-side path is the one tested"
