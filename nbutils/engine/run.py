@@ -64,12 +64,13 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
         n_planned = sum(len(b) for b in batches)
         saver = _Checkpoints(files, ids, meta, done, n_planned, settings.checkpoint_every,
                              prior.get("elapsed_seconds", 0.0))
-        if hasattr(scorer, "calibrate"):  # before the loop: the fast path's re-scoring margin (a resumed one, or
-            def note(block: dict) -> None:  # where the one measured during the loop goes, saved with its rows)
+        if hasattr(scorer, "calibrate"):
+            def note(block: dict) -> None:
+                """Sidecar fields the scorer measured (the fast path's margin), saved with the records so far."""
                 meta.update(block)
                 saver.save()
 
-            calibration = scorer.calibrate(batches, prior, done, note)
+            calibration = scorer.calibrate(batches, prior, done, note)  # before the loop: a resumed margin, if any
             if calibration:
                 note(calibration)
         todo = [b for b in batches if not all(i in done for i in b)] if stop_after != 0 else []
