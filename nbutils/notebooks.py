@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +21,9 @@ from . import adapters, artifacts, parameters, paths, runlock
 
 
 WATCHED = ("score.ipynb",)  # notebooks that score rows: ``run_notebook`` prints their progress to the terminal
+KERNEL_STARTS = 3  # tries to start a kernel that dies before its handshake (kernels started at once on one host can
+# pick the same free TCP port; the loser exits with "Address already in use" before running any cell)
+KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
 PROGRESS_EVERY = 20.0  # seconds between two progress lines
 
 
@@ -74,8 +79,15 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
     tmp = artifacts.temp_beside(output, ".running.ipynb")
     try:
         with _stderr_to(paths.kernel_log(output)), _under_papermill():
-            pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
-                                cwd=str(paths.root()), progress_bar=progress, log_output=False)
+            for start in range(1, KERNEL_STARTS + 1):
+                try:
+                    pm.execute_notebook(str(paths.resolve(notebook)), str(tmp), parameters=params, kernel_name=kernel,
+                                        cwd=str(paths.root()), progress_bar=progress, log_output=False)
+                    break
+                except RuntimeError as err:  # no cell ran: start it again, after a pause that differs per process
+                    if KERNEL_DIED_AT_START not in str(err) or start == KERNEL_STARTS:
+                        raise
+                    time.sleep(random.uniform(0.5, 2.0))
     except OSError as err:
         artifacts.raise_if_full(err, output)
         raise

@@ -616,6 +616,48 @@ def test_a_sweep_whose_dataset_changes_under_it_stops_and_does_not_analyse(tmp_p
     assert steps == [GENERATE, "notebooks/score.ipynb"] and not paths.lock_path(run_dir).exists()
 
 
+def test_a_kernel_that_dies_before_its_handshake_is_started_again_and_other_errors_are_not(run, monkeypatch):
+    """Two kernels started at once on one host can pick the same port: the loser dies before running a cell, and
+    the notebook is started again; an error from a cell that ran is not retried."""
+    import nbformat
+    import papermill as pm
+
+    from nbutils import notebooks
+
+    calls = []
+
+    def flaky(src, out, **kw):
+        calls.append(out)
+        if len(calls) == 1:
+            raise RuntimeError(notebooks.KERNEL_DIED_AT_START)
+        nbformat.write(nbformat.v4.new_notebook(), out)
+
+    monkeypatch.setattr(pm, "execute_notebook", flaky)
+    monkeypatch.setattr(notebooks.time, "sleep", lambda s: None)
+    out = paths.executed_notebook(run, ANALYZE)
+    notebooks.execute(ANALYZE, out, {"run_dir": str(run)})
+    assert len(calls) == 2 and json.loads(out.read_text())["nbformat"] == 4
+    calls.clear()
+    def always_dies(src, out, **kw):
+        calls.append(out)
+        raise RuntimeError(notebooks.KERNEL_DIED_AT_START)
+
+    monkeypatch.setattr(pm, "execute_notebook", always_dies)
+    with pytest.raises(RuntimeError, match=notebooks.KERNEL_DIED_AT_START):
+        notebooks.execute(ANALYZE, out, {"run_dir": str(run)})
+    assert len(calls) == notebooks.KERNEL_STARTS, "it gives up after a few starts"
+    calls.clear()
+
+    def cell_error(src, out, **kw):
+        calls.append(out)
+        raise RuntimeError("a cell failed")
+
+    monkeypatch.setattr(pm, "execute_notebook", cell_error)
+    with pytest.raises(RuntimeError, match="a cell failed"):
+        notebooks.execute(ANALYZE, out, {"run_dir": str(run)})
+    assert len(calls) == 1
+
+
 def test_an_executed_notebook_replaces_a_planted_link_instead_of_writing_through_it(run, tmp_path, monkeypatch):
     import nbformat
     import papermill as pm
