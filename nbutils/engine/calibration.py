@@ -113,9 +113,8 @@ def measure_margin(model, reference, req: Requests, plan: list[list[int]], done:
     seconds = [] if seconds is None else seconds
     planned = [i for b in plan for i in b]
     picks = [i for i in (closest_call(p, done) for p in strata(plan, size)) if i is not None]
-    for i, lp in zip([i for i in picks if i not in exact],
-                     _run(partial(_timed, reference, req, seconds), [i for i in picks if i not in exact], model)):
-        exact[i] = lp
+    missing = [i for i in picks if i not in exact]
+    exact.update(zip(missing, _run(partial(_timed, reference, req, seconds), missing, model)))
     errors = [pairwise_error(np.asarray(done[i]["logps"], dtype=np.float64), exact[i]) for i in picks]
     overflowed = sum(bool(done[i]["rescored"]) for i in planned)  # before the sample: the fast path's NaN/inf only
     return Calibration(len(picks), errors, safety_factor, calibrated_margin(errors, safety_factor), sum(seconds),
@@ -147,9 +146,9 @@ def score_calibrated(model, reference, req: Requests, plan: list[list[int]], don
     waiting, exact, seconds = list(range(len(parts))), {}, []
 
     def ready() -> list[int]:
-        picks = [closest_call(parts[p], done) for p in waiting if all(i in done for i in parts[p])]
-        waiting[:] = [p for p in waiting if not all(i in done for i in parts[p])]
-        return [i for i in picks if i is not None]
+        scored = [p for p in waiting if all(i in done for i in parts[p])]
+        waiting[:] = [p for p in waiting if p not in scored]
+        return [i for i in (closest_call(parts[p], done) for p in scored) if i is not None]
 
     def calls():
         for group in groups:
