@@ -638,6 +638,7 @@ def test_a_kernel_that_dies_before_its_handshake_is_started_again_and_other_erro
     notebooks.execute(ANALYZE, out, {"run_dir": str(run)})
     assert len(calls) == 2 and json.loads(out.read_text())["nbformat"] == 4
     calls.clear()
+
     def always_dies(src, out, **kw):
         calls.append(out)
         raise RuntimeError(notebooks.KERNEL_DIED_AT_START)

@@ -205,17 +205,15 @@ def test_scancel_of_one_task_is_reported_and_the_next_sweep_resumes_it(slurm, tm
     assert meta["complete"] and meta["n_rows"] == 4 and meta["resumed_rows"] >= kept
 
 
-def _one_job(tmp: Path, limit: int | None = 3, slug: str = SLUG, params: dict | None = None,
-             dataset: dict | None = None, **block) -> tuple[cluster.ClusterScoring, object, Path, Path]:
+def _one_job(tmp: Path, limit: int | None = 3,
+             dataset: dict = DATASET) -> tuple[cluster.ClusterScoring, object, Path, Path]:
     run = tmp / "run"
     run.mkdir()
-    dataset = dataset or DATASET
     write_prompts(generate_prompts(**dataset), run, dataset)
-    params = {**yaml.safe_load(MODEL.read_text()), **ONE_THREAD, **SLOW, "limit": limit, **(params or {})}
-    jobs = cluster.ClusterScoring("slurm", run, "monotonicity", "notebooks/score.ipynb", {**BLOCK, **block},
-                                  out=lambda s: None)
-    job, = jobs.submit([cluster.Task(slug, params, 0, 1)])
-    return jobs, job, run, paths.partial_file(run, slug, limit)
+    params = {**yaml.safe_load(MODEL.read_text()), **ONE_THREAD, **SLOW, "limit": limit}
+    jobs = cluster.ClusterScoring("slurm", run, "monotonicity", "notebooks/score.ipynb", BLOCK, out=lambda s: None)
+    job, = jobs.submit([cluster.Task(SLUG, params, 0, 1)])
+    return jobs, job, run, paths.partial_file(run, SLUG, limit)
 
 
 @pytest.mark.notebooks
@@ -252,14 +250,12 @@ def test_a_task_past_its_time_limit_is_requeued_and_finishes(slurm, tmp_path):
             break
         time.sleep(0.5)
     finished = paths.score_file(run, SLUG).exists()  # all rows scored before the signal: nothing left to resume
+    if "PENDING" in state:
+        subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "TimeLimit=10", "StartTime=now"], check=True)
+    assert jobs.wait() == {}
     if "PENDING" not in state or finished:
-        if "PENDING" in state:
-            subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "TimeLimit=10", "StartTime=now"], check=True)
-        assert jobs.wait() == {}
         pytest.skip("the job scored all its rows before SLURM struck its cut time limit: this host scores too fast "
                     "for the test to see a timeout")
-    subprocess.run(["scontrol", "update", f"JobId={job.job_id}", "TimeLimit=10", "StartTime=now"], check=True)
-    assert jobs.wait() == {}
     meta = json.loads(paths.sidecar(paths.score_file(run, SLUG)).read_text())
     assert meta["complete"] and meta["n_rows"] == 48 and meta["resumed_rows"] >= 1
     log = Path(json.loads((run / "logs" / "jobs.json").read_text())["jobs"][0]["log"]).read_text()

@@ -74,14 +74,15 @@ class ChoiceScorer:
                                batches, self.calibration_size, tail=self.tail, progress=progress,
                                margin=self.resumed_margin)
         self.complete = all(i in self.done for b in self.plan_batches for i in b)
-        if cal is not None and cal.size:
-            m = cal.as_meta()
+        if cal is None:  # a resumed margin, or a stopped run
+            return
+        if cal.size:
             print(f"rescore_margin: {cal.margin:.4f} (calibrated: {cal.safety_factor:g} × the largest fast-path error "
-                  f"{m['calibration_error_max']:.4f} on {cal.size} of this run's prompts scored both ways, the closest "
-                  "call of each part of the plan)")
-        if cal is not None and not cal.size:
+                  f"{max(cal.errors):.4f} on {cal.size} of this run's prompts scored both ways, the closest call of "
+                  "each part of the plan)")
+        else:
             print(f"rescore_margin: {cal.margin:g} (no prompt kept finite fast-path log-probabilities to calibrate on)")
-        if cal is not None and cal.non_finite:
+        if cal.non_finite:
             print(f"rescore_margin: {cal.non_finite} prompts gave NaN or inf log-probabilities on the fast path (its "
                   "activations overflow); every such prompt was re-scored in float32")
 
