@@ -98,7 +98,7 @@ def _marginal_beside(summary: dict, rec: dict, alpha: float) -> str:
     if est is None:
         return ""
     ci = fmt_ci(lo, hi, fmt=fmt_ratio)
-    return f"; marginal OR = {fmt_ratio(est)}{', ' + ci if ci else ''} ({SHORT_METHODS.get(m['test'], m['test'])})"
+    return f"; marginal OR = {fmt_ratio(est)}{', ' + ci if ci else ''}, {SHORT_METHODS.get(m['test'], m['test'])}"
 
 
 def rule_block(summary: dict, model, condition) -> dict | None:
@@ -199,7 +199,7 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
                                                         if counts else ""))
     elif v in ("more", "less"):
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
-        nums = numbers(rec, alpha) + _marginal_beside(summary, rec, alpha)
+        nums = numbers(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
         if uses is not None and uses.get("uses") is False:
             kind = "prior"
             what = "the stated concept" if stated else "the examples"
@@ -209,13 +209,13 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             if rule and rule.get("answers_as_mirror") and v == "more":
                 mirror = (f"; downward concepts were answered as their upward mirror ({_pct(rule['mirror_down'])} "
                           f"vs {_pct(rule['mirror_up'])} mirror agreement, {fmt_p(rule.get('p'), alpha)})")
-            text = (f"{better} concepts were answered correctly more often ({accs}; {nums}{method}), but the gap "
+            text = (f"{better} concepts were answered correctly more often ({accs}; {nums}), but the gap "
                     f"comes from a prior on the query, not from learning from {what}: {query} not what {what} say "
                     f"({fmt_p(uses.get('p'), alpha)}, score test){mirror}")
         else:
             kind = "learned"
             verb = "answered" if stated else "learned"
-            text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums}{method})"
+            text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums})"
     else:
         nums = numbers(rec, alpha)
         n = cond.get("n")

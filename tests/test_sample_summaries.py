@@ -109,7 +109,7 @@ def test_a_reader_of_an_older_summary_says_to_run_the_analysis_again(tmp_path):
     shutil.copytree(SAMPLES / "monotonicity", run)
     old_summary(run)
     with pytest.raises(records.SummaryVersionError, match=rf"summary.json was {OLDER} \(without a schema_version; "
-                                                          r"this version reads schema_version 1\): run the analysis again"):
+                                                          r"this version reads schema_version 2\): run the analysis again"):
         artifacts.read_summary(paths.summary_path(run))
     # nbutils runs: the run's line says so (the index of the other runs goes on)
     assert run_index.describe(run)["headline"] == f"summary.json {OLDER}: run the analysis again"
