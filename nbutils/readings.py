@@ -126,26 +126,25 @@ def rule_block(summary: dict, model, condition) -> dict | None:
 
 
 def rule_sentence(model, condition, rule: dict | None, alpha: float = ALPHA) -> str:
-    """What was learned, in one sentence, from the rule analysis."""
+    """What was learned, in one sentence, from the rule analysis: whether downward concepts were answered as their
+    mirror, and which rules fit the concepts best."""
     if not rule:
         return ""
     where = CONDITION_NAMES.get(condition, condition)
-    mirror = ""
+    bits = []
     if _finite(rule.get("mirror_down")) and _finite(rule.get("mirror_up")):
-        said = "were answered as their upward mirror ('more than p' for 'less than p')" if rule["answers_as_mirror"] \
-            else "were not answered as their mirror more often than upward concepts"
-        mirror = (f"downward concepts {said}: mirror agreement {_pct(rule['mirror_down'])} on downward vs "
-                  f"{_pct(rule['mirror_up'])} on upward concepts, {fmt_p(rule.get('p'), alpha)} (exact stratified "
-                  "test)")
-    best = ""
-    if rule.get("n_down"):
-        best = (f"the mirror fits {rule['down_best_mirror']} of {rule['n_down']} downward concepts best, the true "
-                f"concept {rule['up_best_true']} of {rule['n_up']} upward ones")
-    if rule.get("most_common_rule"):
-        best += (f"{'; ' if best else ''}the rule that fits most concepts best is {RULE_WORDS.get(rule['most_common_rule'], repr(rule['most_common_rule']))} "
-                 f"({rule['most_common_count']} of {rule['n_concepts']})")
-    body = "; ".join(x for x in (mirror, best) if x)
-    return f"{model}, {where}, what was learned: {body}." if body else ""
+        said = "were answered as their upward mirror" if rule["answers_as_mirror"] else \
+            "were not answered as their mirror more than upward ones"
+        bits.append(f"downward concepts {said} ({_pct(rule['mirror_down'])} vs {_pct(rule['mirror_up'])} mirror "
+                    f"agreement, {fmt_p(rule.get('p'), alpha)}, exact stratified test)")
+    if rule.get("n_down") and (rule["down_best_mirror"] or rule["up_best_true"]):
+        bits.append(f"the mirror fits {rule['down_best_mirror']} of {rule['n_down']} downward concepts best and the "
+                    f"true concept {rule['up_best_true']} of {rule['n_up']} upward ones")
+    elif rule.get("most_common_rule"):
+        bits.append(f"the rule that fits most concepts best is "
+                    f"{RULE_WORDS.get(rule['most_common_rule'], repr(rule['most_common_rule']))} "
+                    f"({rule['most_common_count']} of {rule['n_concepts']})")
+    return f"{model}, {where}, what was learned: {'; '.join(bits)}." if bits else ""
 
 
 def _floor_words(fl: dict, alpha: float) -> str:
@@ -191,6 +190,8 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
     stated = condition == "explicit"
     accs = f"{_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward correct"
     method = f", {SHORT_METHODS.get(rec.get('test'), rec.get('test'))}" if rec is not None else ""
+    if rec is not None and rec.get("fallback_for"):
+        method += f" standing in for the {SHORT_METHODS.get(rec['fallback_for'], rec['fallback_for']).split(',')[0]}"
     if v == "invalid":
         kind = "no_valid_test"
         counts = _per_threshold(cond)
@@ -201,17 +202,15 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
         nums = numbers(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
         if uses is not None and uses.get("uses") is False:
-            kind = "prior"
+            kind = "prior"  # the query-only model's own test (``query_p``) is in the headline entry
             what = "the stated concept" if stated else "the examples"
-            query = (f"the answers follow the query's position ({fmt_p(uses.get('query_p'), alpha)}),"
-                     if _finite(uses.get("query_p")) and uses["query_p"] < alpha else "the answers follow")
             mirror = ""
             if rule and rule.get("answers_as_mirror") and v == "more":
-                mirror = (f"; downward concepts were answered as their upward mirror ({_pct(rule['mirror_down'])} "
-                          f"vs {_pct(rule['mirror_up'])} mirror agreement, {fmt_p(rule.get('p'), alpha)})")
-            text = (f"{better} concepts were answered correctly more often ({accs}; {nums}), but the gap "
-                    f"comes from a prior on the query, not from learning from {what}: {query} not what {what} say "
-                    f"({fmt_p(uses.get('p'), alpha)}, score test){mirror}")
+                mirror = "; downward concepts are answered as their upward mirror"
+            short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
+            text = (f"{better} concepts were answered right more often ({short}; {nums}), but the gap comes from a "
+                    f"prior on the query, not from learning from {what} (score test, {fmt_p(uses.get('p'), alpha)})"
+                    f"{mirror}")
         else:
             kind = "learned"
             verb = "answered" if stated else "learned"
@@ -226,9 +225,9 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             also = ""
             other = ((model_block(summary, model).get("conditions") or {}).get("explicit") or {}).get("floor")
             if not stated and other and other.get("above") is False:
-                also = f"; even with the concept stated, accuracy is {_pct(other.get('accuracy'))}"
-            text = (f"below the task floor, {_floor_words(floor, alpha)}{also}; so no conclusion about a bias "
-                    f"(gap {_points(cond.get('gap'))}; {nums}{method})")
+                also = f" (with the concept stated: {_pct(other.get('accuracy'))})"
+            text = (f"below the task floor, {_floor_words(floor, alpha)}{also}, so no conclusion about a bias "
+                    f"({_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward; {nums}{method})")
         elif big:
             kind = "no_evidence"
             text = (f"the observed gap, {_points(cond.get('gap'))} ({accs}), is not significant at "

@@ -147,7 +147,7 @@ def test_the_four_readings_are_kept_apart_end_to_end(four_models):
     cl = {m: got[(m, "concept_learning")] for m in ("prior", "learner", "chance", "constant")}
     assert cl["prior"]["reading"] == "prior" and cl["prior"]["uses_examples"]["uses"] is False
     assert "the gap comes from a prior on the query, not from learning from the examples" in cl["prior"]["sentence"]
-    assert "answered as their upward mirror" in cl["prior"]["sentence"]
+    assert "downward concepts are answered as their upward mirror" in cl["prior"]["sentence"]
     assert cl["learner"]["uses_examples"]["uses"] is True
     if HAS_R:  # the GEE's t(K−1) over five thresholds misses this gap; the GLMM finds it
         assert cl["learner"]["reading"] == "learned", cl["learner"]["sentence"]
@@ -175,7 +175,7 @@ def test_the_control_sample_reads_as_a_prior_and_the_base_model_as_below_the_flo
     control = got[(CONTROL_MODEL, "concept_learning")]
     assert control["reading"] == "prior", control["sentence"]
     assert "not from learning from the examples" in control["sentence"]
-    assert "downward concepts were answered as their upward mirror" in control["sentence"]
+    assert "downward concepts are answered as their upward mirror" in control["sentence"]
     for cond in ("concept_learning", "explicit"):
         base = got[(BASE_MODEL, cond)]
         assert base["reading"] == "below_floor" and "below the task floor" in base["sentence"], base["sentence"]
