@@ -365,7 +365,7 @@ def test_nbutils_run_of_an_analysis_prints_its_headline_and_writes_the_report(an
     out = done.stdout.splitlines()
     title = paths.results_path(run).read_text().splitlines()[0].strip("*")
     assert out[0] == f"executed → {paths.executed_notebook(run, ANALYZE)}" and out[1] == title
-    assert any(line.startswith("smollm2-135m-instruct, concept learning: accuracy") for line in out)
+    assert any(line.startswith("smollm2-135m-instruct, concept learning: ") for line in out)
     assert out[-2:] == [f"results in words → {paths.results_path(run)}", f"report → {paths.report_path(run)}"]
     assert not done.stderr.strip(), done.stderr
     summary = json.loads(paths.summary_path(run).read_text())
@@ -403,7 +403,7 @@ def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_p
     assert rows[0][:5] == ["smollm2-135m-instruct", "the upward vs downward gap under concept learning", "60.0%",
                            "50.0%", "+10.0 pp"]
     assert finding.select_one("figure img") and "Figure 1" in finding.find("figcaption").get_text()
-    assert "No evidence at α = .05" in finding.get_text()
+    assert "below the task floor" in finding.get_text()  # the demo's model is at chance: no conclusion about a bias
     assert str(run) not in html and str(paths.repo_root()) not in html and not soup.select("section.part pre")
     assert all(len(t.select("tbody > tr")) <= 8 or t.find_parent("details") for t in soup.find_all("table"))
     assert not [s["id"] for s in soup.select("section.part") if "Robustness" in s.get_text()[:200]]  # no variants
