@@ -47,6 +47,7 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     written as a sweep writes it, then the results' headline lines and where the report is."""
     from . import paths, studies
     from .report import headline, write_report
+    from .results_table import opening, run_table_lines
 
     analyses = {s.notebooks["analyze"]: s.name for s in studies.REGISTRY.values()}
     nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")
@@ -54,9 +55,14 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
         return
     words = paths.results_path(run_dir) if ran else paths.cues_results_path(run_dir)  # a run analysis: its own words
-    print("\n".join(headline(run_dir, words)))
+    print("\n".join(opening(headline(run_dir, words), run_table_lines(run_dir) if ran else [])))
     print(f"results in words → {words}")
-    print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+    try:
+        print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+    except ValueError as err:  # a run analysis's results stand without the study's report (no study analysis yet)
+        if ran:
+            raise
+        print(f"report: not written ({err})", file=sys.stderr)
 
 
 def _add_item_commands(sub) -> None:
