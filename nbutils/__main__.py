@@ -99,7 +99,11 @@ def _print_lines(lines) -> int:
 
 
 def _show(args) -> int:
-    """``show``: the run's items filtered and ordered as asked, as a table, blocks or JSON lines."""
+    """``show``: the run's items filtered and ordered as asked, as a table (as wide as the terminal), blocks or JSON
+    lines; the first line says what the margin is."""
+    import shutil
+    import textwrap
+
     from . import items as it
 
     df = it.items(args.run_dir, args.model)
@@ -111,9 +115,12 @@ def _show(args) -> int:
     if args.jsonl:
         return _print_lines(it.jsonl(shown))
     more = len(chosen) - len(shown)
-    return _print_lines((it.full_lines(shown) if args.full else it.table_lines(shown)) + [
-        f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
-        + ("" if args.full else "; --full shows each whole prompt, --jsonl every field")])
+    width = max(shutil.get_terminal_size((it.WIDTH, 24)).columns, 40)  # $COLUMNS first, then the terminal, else 120
+    head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
+    tail = (f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
+            + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
+    return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))
+                        + textwrap.wrap(tail, width, break_on_hyphens=False))
 
 
 def main(argv: list[str] | None = None) -> int:
