@@ -145,12 +145,13 @@ def _headline(summary: dict, model: str, condition: str) -> dict:
 
 
 def test_the_readmes_quote_the_samples_analyses(analysed):
-    """README.md's captions of the two sample figures and the control sample's README: accuracies, Wilson intervals,
-    the headline's odds ratio, CI and p, from the analysed samples (the GEE: without R it is the headline, with R it
-    stands in for the GLMM these separated data defeat, with the same numbers)."""
+    """The full captions of the two sample figures (docs/getting-started.md), their short forms in README.md and the
+    control sample's README: accuracies, Wilson intervals, the headline's odds ratio, CI and p, from the analysed
+    samples (the GEE: without R it is the headline, with R it stands in for the GLMM these separated data defeat, with
+    the same numbers)."""
     from nbutils.stats import wilson
 
-    readme = text("README.md")
+    readme, where = text("docs/getting-started.md"), "docs/getting-started.md"
     mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
     per = mono["models"]["smollm2-135m-instruct"]["conditions"]
     assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
@@ -159,22 +160,29 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
     (ul, uh), (dl, dh) = wilson(up, half), wilson(down, half)
     says(readme, '"more than p" is answered right in {} of {} prompts ({}%, Wilson 95% CI {}–{}%) and "less than p" in '
          "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
-         100 * dl, 100 * dh, where="README.md")
+         100 * dl, 100 * dh, where=where)
+    short = text("README.md")
+    says(short, 'answers "more than p" right in {}% of prompts and "less than p" in {}%, hidden or stated alike',
+         100 * up / half, 100 * down / half, where="README.md")
     control = json.loads(paths.summary_path(analysed("control")).read_text())
     base, planted = sorted(control["models"], key=len)
     cond = control["models"][base]["conditions"]["concept_learning"]
     h = _headline(control, base, "concept_learning")
     says(readme, "at chance, {}% upward and {}% downward (OR = {}, 95% CI [{}, {}], p > .999)", 100 * cond["acc_up"],
-         100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), where="README.md")
+         100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), where=where)
+    says(short, "is at chance, {}% upward and {}% downward", 100 * cond["acc_up"], 100 * cond["acc_down"],
+         where="README.md")
     assert h["p"] > 0.999
     cond, stated = (control["models"][planted]["conditions"][c] for c in ("concept_learning", "explicit"))
     h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
     lead = "learns upward concepts and fails downward ones, {}% vs {}% (OR = {}, 95% CI [{}, {}], p = {}; the GEE"
     numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"]]
-    says(readme, lead, *numbers, where="README.md")
+    says(readme, lead, *numbers, where=where)
+    says(short, "learns upward concepts and fails downward ones, {}% vs {}% (OR = {}, p = {})", numbers[0], numbers[1],
+         numbers[2], numbers[5], where="README.md")
     assert h["test"] == "gee_bias_reduced" and hs["p"] > 0.05
     says(readme, "no significant gap when the concept is stated ({}% vs {}%, p = {})", 100 * stated["acc_up"],
-         100 * stated["acc_down"], hs["p"], where="README.md")
+         100 * stated["acc_down"], hs["p"], where=where)
     sample_readme = text("outputs/samples/control/README.md")
     says(sample_readme, "gap ({}% upward vs {}% downward; OR = {}, 95% CI [{}, {}], p = {}) and none in the base model "
          "({}% vs {}%)", *numbers, 100 * control["models"][base]["conditions"]["concept_learning"]["acc_up"],
