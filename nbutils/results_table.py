@@ -27,10 +27,14 @@ def _estimate(entry: dict) -> str:
     is not valid: an invalid test shows no number."""
     if not entry.get("valid") or not _finite(entry.get("estimate")):
         return "not estimable"
-    if entry.get("scale") == "log_odds_ratio":
+    scale = entry.get("scale")
+    if scale == "log_odds_ratio":
         est, lo, hi = (math.exp(entry[k]) if _finite(entry.get(k)) else None
                        for k in ("estimate", "ci_low", "ci_high"))
         f = fmt_ratio
+    elif scale in ("proportion", "points"):  # proportions, as the words give them: percent, percentage points
+        est, lo, hi = (entry.get(k) for k in ("estimate", "ci_low", "ci_high"))
+        f = (lambda v: f"{100 * v:.1f}%") if scale == "proportion" else (lambda v: f"{100 * v:+.1f} pts")
     else:
         est, lo, hi, f = entry.get("estimate"), entry.get("ci_low"), entry.get("ci_high"), fmt_num
     ci = f" [{f(lo)}, {f(hi)}]" if _finite(lo) and _finite(hi) else ""
@@ -56,14 +60,21 @@ def rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     mixed = len(symbols) > 1  # each cell then names its own estimate
     symbol = "estimate" if mixed else symbols.pop()
     accuracy = any(_finite(h.get("acc_up")) for h in entries)
-    header = ["model", "condition" if per_condition else "test"]
+
+    def label(h: dict) -> str:
+        return CONDITION_NAMES.get(h["condition"], str(h["condition"]).replace("_", " ")) if per_condition else \
+            str(h.get("term") or h.get("test"))
+
+    labels = [(h["model"], label(h)) for h in entries]
+    named = len(set(labels)) < len(labels)  # two tests of one model and condition: each named by what it tests
+    header = ["model", "condition" if per_condition and not named else "test"]
     header += ["acc up", "acc down", "gap"] if accuracy else []
     header += [f"{symbol} [95% CI]", "p"]
     out = []
-    for h in entries:
-        what = CONDITION_NAMES.get(h["condition"], str(h["condition"]).replace("_", " ")) if per_condition else \
-            str(h.get("term") or h.get("test"))
-        row = [str(h["model"]), what]
+    for h, (model, what) in zip(entries, labels):
+        if labels.count((model, what)) > 1:
+            what = str(h.get("what") or h.get("test"))
+        row = [str(model), what]
         if accuracy:
             gap = h.get("gap")
             row += [_pct(h.get("acc_up")), _pct(h.get("acc_down")),

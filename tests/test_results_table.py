@@ -26,7 +26,7 @@ def _entry(rng, model="m", condition="concept_learning") -> dict:
 
 def test_every_row_says_what_its_entry_says():
     rng = np.random.default_rng(11)
-    entries = [_entry(rng, f"model-{i % 7}", ("concept_learning", "explicit")[i % 2]) for i in range(500)]
+    entries = [_entry(rng, f"model-{i // 2}", ("concept_learning", "explicit")[i % 2]) for i in range(500)]
     head, body = rows({"headline": entries})
     assert head == ["model", "condition", "acc up", "acc down", "gap", "OR [95% CI]", "p"]
     for e, row in zip(entries, body):
@@ -56,6 +56,13 @@ def test_model_comparisons_are_left_to_the_words_and_a_study_without_conditions_
     assert head == ["model", "test", "b [95% CI]", "p"] and body == [["m", "context × form", "-0.11 [-0.25, 0.03]",
                                                                       ".113"]]
     assert table_lines({"headline": []}) == [] and table_lines({}) == []
+    accuracy = dict(negation, term="(all)", scale="proportion", symbol="accuracy", estimate=0.4167, ci_low=0.2447,
+                    ci_high=0.6117, p=0.541)
+    assert rows({"headline": [accuracy]})[1] == [["m", "(all)", "41.7% [24.5%, 61.2%]", ".541"]], "percent, as said"
+    twice = [dict(negation, condition="real", what=f"real minus {k} null personas") for k in ("random", "word")]
+    head, body = rows({"headline": twice})
+    assert head[1] == "test" and [r[1] for r in body] == ["real minus random null personas", "real minus word null "
+                                                          "personas"], "two tests of one condition: each named"
     assert opening(["Title", "a finding"], ["t1", "t2"]) == ["Title", "", "t1", "t2", "", "a finding"]
     assert opening(["Title", "a finding"], []) == ["Title", "a finding"]
 
