@@ -145,12 +145,13 @@ def _headline(summary: dict, model: str, condition: str) -> dict:
 
 
 def test_the_readmes_quote_the_samples_analyses(analysed):
-    """README.md's captions of the two sample figures and the control sample's README: accuracies, Wilson intervals,
-    the headline's odds ratio, CI and p, from the analysed samples (the GEE: without R it is the headline, with R it
-    stands in for the GLMM these separated data defeat, with the same numbers)."""
+    """The full captions of the two sample figures (docs/getting-started.md), their short forms in README.md and the
+    control sample's README: accuracies, Wilson intervals, the headline's odds ratio, CI and p, from the analysed
+    samples (the GEE: without R it is the headline, with R it stands in for the GLMM these separated data defeat, with
+    the same numbers)."""
     from nbutils.stats import wilson
 
-    readme = text("README.md")
+    readme, where = text("docs/getting-started.md"), "docs/getting-started.md"
     mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
     per = mono["models"]["smollm2-135m-instruct"]["conditions"]
     assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
@@ -159,21 +160,30 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
     (ul, uh), (dl, dh) = wilson(up, half), wilson(down, half)
     says(readme, '"more than p" is answered right in {} of {} prompts ({}%, Wilson 95% CI {}–{}%) and "less than p" in '
          "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
-         100 * dl, 100 * dh, where="README.md")
+         100 * dl, 100 * dh, where=where)
+    short = text("README.md")
+    says(short, 'answers "more than p" right in {}% of prompts and "less than p" in {}%, hidden or stated alike',
+         100 * up / half, 100 * down / half, where="README.md")
     control = json.loads(paths.summary_path(analysed("control")).read_text())
     base, planted = sorted(control["models"], key=len)
     hb, hbs = _headline(control, base, "concept_learning"), _headline(control, base, "explicit")
     assert hb["reading"] == hbs["reading"] == "below_floor"
-    says(readme, "is below the task floor: {}% correct under concept learning and {}% with the concept stated",
-         100 * hb["floor"]["accuracy"], 100 * hbs["floor"]["accuracy"], where="README.md")
-    cond = control["models"][planted]["conditions"]["concept_learning"]
-    h = _headline(control, planted, "concept_learning")
-    assert h["test"] == "gee_bias_reduced" and h["reading"] == "prior"
-    says(readme, "ones wrong, {}% vs {}% (marginal OR = {}, p = {})", 100 * cond["acc_up"], 100 * cond["acc_down"],
-         np.exp(h["estimate"]), h["p"], where="README.md")
-    says(readme, "not what the examples say (score test, p = {})", h["uses_examples"]["p"], where="README.md")
+    fb, fbs = 100 * hb["floor"]["accuracy"], 100 * hbs["floor"]["accuracy"]
+    says(readme, "is below the task floor: {}% correct under concept learning (95% CI [{}%, {}%]) and {}% with the "
+         "concept stated, no better than chance", fb, 100 * hb["floor"]["ci_low"], 100 * hb["floor"]["ci_high"], fbs,
+         where=where)
+    says(short, "is below the task floor ({}% and {}% correct)", fb, fbs, where="README.md")
+    cond, stated = (control["models"][planted]["conditions"][c] for c in ("concept_learning", "explicit"))
+    h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
+    assert h["test"] == "gee_bias_reduced" and h["reading"] == "prior" and hs["reading"] == "below_floor"
     numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"],
-               h["uses_examples"]["p"], 100 * hb["floor"]["accuracy"]]
+               h["uses_examples"]["p"], fb]
+    says(readme, "answers upward concepts right and downward ones wrong, {}% vs {}% (marginal OR = {}, 95% CI [{}, {}], "
+         "p = {}; the GEE", *numbers[:6], where=where)
+    says(readme, "but its answers do not use what the examples say (score test, p = {})", numbers[6], where=where)
+    says(short, "ones wrong, {}% vs {}% (marginal OR = {}, p = {})", numbers[0], numbers[1], numbers[2], numbers[5],
+         where="README.md")
+    says(short, "not what the examples say (score test, p = {})", numbers[6], where="README.md")
     sample_readme = text("outputs/samples/control/README.md")
     says(sample_readme, "gap ({}% upward vs {}% downward; marginal OR = {}, 95% CI [{}, {}], p = {}), which comes from a "
          "prior on the query: its answers do not use what the examples say (score test, p = {}). The base model is "
