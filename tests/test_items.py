@@ -103,7 +103,8 @@ def test_show_wrong_is_every_error_most_confident_first(samples):
     assert all("\n" in g["text"] and g["text"].endswith("?") for g in got)  # the whole few-shot prompt
 
 
-def test_show_closest_where_and_limit(samples):
+def test_show_closest_where_and_limit(samples, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # the table's width: not whatever terminal (or none) the test runs under
     run = samples["monotonicity"]
     _, data, scores = files(run, "monotonicity")
     got = [json.loads(line) for line in main_lines(["show", str(run), "--closest", "7", "--jsonl"])]
