@@ -78,40 +78,59 @@ def _merged(reasons: list[str]) -> str:
     return out
 
 
+_SHORT_REASONS = (  # a fit problem's reason (``nbutils.stats.fit_problems``) in a few words, for a caveat
+    (re.compile(r"log odds ratio is [-\d.]+|separation of the groups"), "the data separate the groups"),
+    (re.compile(r"orders of magnitude|do not locate"), "the 95% CI is too wide to locate the effect"),
+    (re.compile(r"random effect's SD is [\d.]+ on the logit scale, implausibly large"), "a random effect's SD explodes"),
+    (re.compile(r"at its boundary of 0"), "a random effect's SD is 0 (a singular fit)"),
+    (re.compile(r"singular Hessian"), "a singular fit"),
+    (re.compile(r"answered alike|no variation"), "the answers do not vary where the test looks"),
+)
+
+
+def short_reason(why: str) -> str:
+    """Why a test is not estimable in a few words: the kinds of problem its reason names (separation, a CI too wide
+    to locate the effect…), or its first clause; the numbers stay in the tables and summary.json."""
+    kinds = [words for pattern, words in _SHORT_REASONS if pattern.search(why)]
+    if kinds:
+        return "; ".join(dict.fromkeys(kinds))
+    first = re.split(r"[:;,(]", why, maxsplit=1)[0].strip()
+    return " ".join(first.split()[:14])
+
+
 def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None = None) -> list[str]:
     """Why the headline tests that cannot be read (and the ones a fallback stands in for) are not, once per test and
-    reason in plain words (the caveats of a paragraph whose sentences say only that they are not estimable): ``The
-    binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the gap under concept learning; …): every
-    prompt pair was answered alike …``."""
+    kind of reason, in a few plain words (at most 40 a caveat; the full reason is the record's ``note``): ``The
+    binomial GLMM is not estimable for m (2 tests): the data separate the groups.``"""
     records = list(records)
     replaced = {(f["fallback_for"], who(f), f.get("condition")) for f in records if f.get("fallback_for")}
-    groups: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for r in records:
         asked = (select(r) if select else r.get("headline")) or (r.get("test"), who(r), r.get("condition")) in replaced
         why = _unreadable(r, claim_of(r), ALPHA) if asked else None
         if why:
-            key = (_method(r), _NUMBER.sub("#", why))
-            groups.setdefault(key, []).append((who(r), claim_of(r).get("what", ""), why))
+            key = (_method(r).partition(", ")[0], short_reason(why))
+            groups.setdefault(key, []).append((who(r), claim_of(r).get("what", "")))
     out = []
-    for (method, _), found in groups.items():
-        name, _, how = method.partition(", ")
-        models: dict[str, list[str]] = {}
-        for model, what, _why in found:
-            models.setdefault(model, []).append(what)
-        where = "; ".join(f"{m} ({', '.join(dict.fromkeys(w for w in ws if w))})" if any(ws) else m
-                          for m, ws in models.items())
-        out.append(f"The {name}{f' ({how})' if how else ''} is not estimable for {where}: "
-                   f"{_merged([w for _, _, w in found])}")
+    for (name, why), found in groups.items():
+        models: dict[str, int] = {}
+        for model, _what in found:
+            models[model] = models.get(model, 0) + 1
+        if len(models) > 3:
+            where = f"{len(models)} models ({sum(models.values())} tests)"
+        else:
+            where = " and ".join(f"{m}{f' ({n} tests)' if n > 1 else ''}" for m, n in models.items())
+        out.append(f"The {name} is not estimable for {where}: {why} (details: summary.json)")
     return out
 
 
 def power_sentence(n_a: int, n_b: int, what_a: str, what_b: str, alpha: float = ALPHA, *, clusters: str = "") -> str:
     """One sentence on what a design could detect, stated as the approximation it is."""
     gap = 100 * detectable_gap(n_a, n_b, alpha)
-    optimistic = f", ignoring the clustering by {clusters}, so optimistic" if clusters else ""
-    return (f"Power, approximately: with {n_a} {what_a} and {n_b} {what_b} prompts per model and condition, only a "
-            f"gap of about {gap:.0f} points or more is found 4 times in 5 at α = {fmt_alpha(alpha)} (two proportions "
-            f"near 50%, normal approximation{optimistic}).")
+    optimistic = f", ignoring clustering by {clusters}, so optimistic" if clusters else ""
+    return (f"Power, approximately: with {n_a} {what_a} and {n_b} {what_b} prompts per model and condition, a gap of "
+            f"about {gap:.0f} points is found 4 times in 5 at α = {fmt_alpha(alpha)} (normal approximation"
+            f"{optimistic}).")
 
 
 def test_name(test: str) -> str:

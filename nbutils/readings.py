@@ -23,12 +23,9 @@ import math
 
 from .records import model_block
 from .stats import can_reject
-from .results import ALPHA, _finite, claim_of, fmt_ci, fmt_num, fmt_p, fmt_ratio, phrase, verdict
+from .results import ALPHA, SHORT_METHODS, _finite, fmt_ci, fmt_num, fmt_p, fmt_ratio, phrase, verdict
 
 READINGS = ("learned", "prior", "below_floor", "no_evidence", "no_valid_test")
-SHORT_METHODS = {"glmm_lrt": "binomial GLMM, LRT", "gee_bias_reduced": "GEE by threshold",
-                 "firth_plr": "Firth regression by threshold", "signflip_gap": "sign-flip test",
-                 "cmh": "Mantel–Haenszel test"}
 MARGINAL_ORDER = ("gee_bias_reduced", "firth_plr", "cmh")  # where a marginal OR beside a conditional one comes from
 RULE_WORDS = {"true_concept": "the true concept", "mirror": "the mirror", "always_yes": "always Yes",
               "always_no": "always No", "last_label": "the last example's label",
@@ -81,10 +78,7 @@ def scale_word(record: dict) -> str:
 
 def numbers(record: dict, alpha: float = ALPHA) -> str:
     """The record's numbers with its odds ratio's scale named: ``marginal OR = 36.00, 95% CI […], p = .015``."""
-    text = phrase(record, alpha)
-    if claim_of(record).get("scale") == "log_odds_ratio" and text.startswith("OR = "):
-        text = f"{scale_word(record)} {text}"
-    return text
+    return phrase(record, alpha)  # the sentence engine names the odds ratio's scale
 
 
 def _marginal_beside(summary: dict, rec: dict, alpha: float) -> str:

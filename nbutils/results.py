@@ -71,6 +71,38 @@ METHODS = {
     "dif_score": "mean over real personas",
 }
 METHOD_PREFIXES = {"welch_real_vs_": "Welch's t-test", "permutation_real_vs_": "permutation test over persona labels"}
+# the same procedures in at most six words, for a headline sentence a reader pastes (the full name is in the tables,
+# summary.json's ``method`` and the caveats)
+SHORT_METHODS = {
+    "glmm_lrt": "binomial GLMM, LRT", "gee_bias_reduced": "GEE by threshold", "glm_single_threshold": "logistic GLM",
+    "firth_plr": "Firth regression by threshold", "signflip_gap": "sign-flip test",
+    "signflip_gap_difference": "sign-flip test", "signflip_dprime_gap": "sign-flip test",
+    "cluster_bootstrap": "threshold bootstrap, descriptive", "cmh": "Mantel–Haenszel test", "breslow_day": "Breslow–Day test",
+    "fisher": "Fisher's exact test, Holm", "mcnemar": "exact McNemar test, Holm", "binomial": "exact binomial test, Holm",
+    "accuracy_vs_chance": "exact binomial test", "floor_binomial": "one-sided exact binomial test",
+    "examples_score_test": "score test", "monotonicity_gap": "CMH test", "group_contrast": "Holm over pairs",
+    "margin_auc": "Mann–Whitney test", "precision_agreement": "Wilson CI", "precision_mcnemar_exact": "exact McNemar test",
+    "cue_accuracy_test": "Fisher's exact test, Holm", "cue_distribution_test": "Fisher's exact test",
+    "mcnemar_vs_baseline": "exact McNemar test, Holm", "glmm_models": "binomial GLMM, LRT", "gee_models": "GEE by prompt",
+    "firth_models": "Firth regression by threshold", "mcnemar_models": "exact McNemar test",
+    "dif_vs_accuracy_regression": "OLS over models", "lmm_negation_satterthwaite": "linear mixed model, Satterthwaite t",
+    "lmm_negation_mixedlm_z": "linear mixed model, Wald z", "gee_logit": "GEE by item", "gee_wald": "GEE Wald test",
+    "cochran_q": "Cochran's Q test", "response_bias_binomial": "exact binomial test, Holm",
+    "response_bias_chi2_gof": "chi-square test, Holm", "d_prime": "signal detection", "criterion_c": "signal detection",
+    "accuracy": "Wilson CI", "dif": "DIF, Jaccard similarity", "dif_score": "mean over real personas",
+}
+SHORT_PREFIXES = {"welch_real_vs_": "Welch's t-test", "permutation_real_vs_": "permutation test"}
+
+
+def short_method(record: dict) -> str:
+    """The record's procedure in at most six words (``GEE by threshold``), its sidedness where one-sided."""
+    test = str(record.get("test", ""))
+    side = claim_of(record).get("sided")
+    sided = ", one-sided" if side in ("greater", "less") and test != "floor_binomial" else ""
+    for prefix, words in SHORT_PREFIXES.items():
+        if test.startswith(prefix):
+            return words + sided
+    return SHORT_METHODS.get(test, " ".join(test.replace("_", " ").split()[:6])) + sided
 
 
 def _finite(x) -> bool:
@@ -246,7 +278,10 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     text = _fmt_distinct(est, null, fmt, digits) if claims_side else fmt(est, digits)
     unit = "%" if scale == "proportion" else (" points" if scale == "points" else "")
     ci_unit = "%" if scale == "proportion" else ""
-    bits = [f"{h.get('symbol', 'estimate')} = {text}{unit}"]
+    symbol = h.get("symbol", "estimate")
+    if scale == "log_odds_ratio" and symbol == "OR":  # which odds ratio: conditional on a random effect, or marginal
+        symbol = f"{'conditional' if str(record.get('test', '')).startswith('glmm') else 'marginal'} OR"
+    bits = [f"{symbol} = {text}{unit}"]
     if _finite(lo) and _finite(hi):
         ci_digits = _ci_digits(lo, hi, null, fmt, digits) if claims_side else digits
         bits.append(fmt_ci(lo, hi, fmt=lambda v: fmt(v, ci_digits), unit=ci_unit))
@@ -300,13 +335,16 @@ def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *
     names = " · ".join(str(record[k]).replace("_", " ") if k == "condition" else str(record[k])
                        for k in ("model", "condition") if record.get(k)) if who else ""
     lead = f"{names} — " if names else ""
-    what, method = h.get("what", "the estimate"), _method(record)
+    what = h.get("what", "the estimate")
+    method = _method(record) if reasons else short_method(record)
     fallback = record.get("fallback_for")
     if fallback and not reasons:
-        method += f"; standing in for the {METHODS.get(fallback, fallback).split(',')[0]}, not estimable here"
+        method += f", standing in for the {SHORT_METHODS.get(fallback, fallback).split(',')[0]}"
     v = verdict(record, alpha)
     if v == "invalid":
         numbers = phrase(record, alpha) if reasons else "not estimable (why: see the caveats)"
+        if "no variation to compare" in str(record.get("note") or ""):
+            numbers = "no variation to compare"  # the truth, not a failure of the test
         out = f"{lead}{what} ({method}): {numbers}."
     else:
         numbers = phrase(record, alpha)

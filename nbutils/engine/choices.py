@@ -394,9 +394,17 @@ def options_digest(per: Sequence[tuple[str, ...]]) -> str:
 
 
 def progress_bar(batches: list, enabled: bool = True):
-    """The scoring bar (tqdm; a widget in JupyterLab): it redraws every ``bar_step`` batches, never on a timer (tqdm's
+    """The scoring bar (tqdm; a widget in JupyterLab, text under papermill, whose executed notebook and the report
+    built from it keep text, not a widget's state): it redraws every ``bar_step`` batches, never on a timer (tqdm's
     monitor redraws a bar idle for 10 s, which would give a slow model a line per batch)."""
-    from tqdm.auto import tqdm
+    import os
+
+    from ..paths import PAPERMILL_ENV
+
+    if os.environ.get(PAPERMILL_ENV):
+        from tqdm.std import tqdm
+    else:
+        from tqdm.auto import tqdm
 
     return tqdm(batches, desc="scoring", unit="batch", disable=not enabled, mininterval=2.0,
                 miniters=bar_step(len(batches)), maxinterval=math.inf)

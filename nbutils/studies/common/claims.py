@@ -16,7 +16,12 @@ def _in(condition) -> str:
 
 
 def gap(condition=None, scale: str = "log_odds_ratio", symbol: str | None = None) -> dict:
-    """The upward vs downward gap (log odds ratio, or accuracy difference in points): above 0, upward is better."""
+    """The upward vs downward gap (log odds ratio, or accuracy difference in points): above 0, upward is better.
+    With the concept stated nothing is learned: the words say "answered"."""
+    if condition == "explicit":
+        return claim(f"the upward vs downward gap{_in(condition)}", UP.replace("learned", "answered"),
+                     DOWN.replace("learned", "answered"), DIFFER.replace("learned", "answered"), scale=scale,
+                     symbol=symbol)
     return claim(f"the upward vs downward gap{_in(condition)}", UP, DOWN, DIFFER, scale=scale, symbol=symbol)
 
 

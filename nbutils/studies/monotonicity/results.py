@@ -42,6 +42,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     records = summary.get("records", [])
     recs = replaced_dropped([r for r in records if r.get("headline")])
     lines, caveats, learned = [], [], []
+    identical = d.get("identical_conditions") or {}  # both conditions answered alike: nothing to compare between them
     for m in models:
         per = model_block(summary, m).get("conditions", {})
         for c, h in per.items():
@@ -58,13 +59,18 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
             if rd["rule_sentence"]:
                 learned.append(rd["rule_sentence"])
         inter = next((r for r in recs if r.get("model") == m and r.get("term") == "upward:explicit"), None)
-        if inter is not None:
+        if inter is not None and identical.get(m):
+            lines.append(f"{m}: the change of the gap when the concept is stated: no variation to compare (every "
+                         "prompt pair was answered alike in both conditions).")
+        elif inter is not None:
             lines.append(f"{m}: {sentence(inter, alpha, records, who=False, reasons=False)}")
     if isinstance(k, int) and k < 5:
         caveats.append(f"with {plural(k, 'threshold')} the results are about {'this threshold' if k == 1 else 'these thresholds'} "
                        "only; a claim about thresholds in general needs more of them (the sign-flip test cannot reach "
                        "p < .05 below 5)")
-    caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n] + fit_caveats(records)
+    compared = [r for r in records if not (identical.get(r.get("model")) and r.get("term") in ("upward:explicit",
+                                                                                              "explicit"))]
+    caveats += [n for n in summary.get("_notes", []) if "R with lme4 not found" in n] + fit_caveats(compared)
     sizes = [h.get("n") for m in models for h in model_block(summary, m).get("conditions", {}).values()]
     sizes = [n for n in sizes if isinstance(n, int) and n >= 2]
     if sizes:  # the design deals upward and downward concepts half and half

@@ -204,11 +204,16 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                           note="fixed-threshold test that the odds ratio is the same at every threshold",
                           hypothesis=claims.homogeneity()))
     for r in rows("gap_difference"):
+        # both conditions answered alike at every threshold: every difference is 0, and a test of 0.000 [0.000,
+        # 0.000], p > .999 would read as a precise null; there is nothing to compare
+        same = abs(r.se) < 1e-12 and abs(r.log_or_cl_minus_explicit) < 1e-12
         out.append(record("signflip_gap_difference", "upward:explicit", r.log_or_cl_minus_explicit, r.se, r.ci_low,
-                          r.ci_high, r.p_signflip, valid=r.n_thresholds >= 2, model=r.model,
+                          r.ci_high, r.p_signflip, valid=r.n_thresholds >= 2 and not same, model=r.model,
                           n_thresholds=int(r.n_thresholds), exact=bool(r.signflip_exact),
                           note="mean over thresholds of the log odds ratio under concept learning minus explicit "
-                               "(> 0: the gap shrinks); sign-flip test, t(K−1) CI", hypothesis=claims.gap_difference()))
+                               "(> 0: the gap shrinks); sign-flip test, t(K−1) CI"
+                               + ("; no variation to compare: the two conditions were answered alike at every "
+                                  "threshold" if same else ""), hypothesis=claims.gap_difference()))
     for r in rows("gap_by_threshold"):
         out.append(record("fisher", f"upward@{r.family}:{r.threshold}", r.gap, p=r.p_fisher, condition=r.condition,
                           model=r.model, p_holm=r.p_holm,
