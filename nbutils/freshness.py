@@ -49,7 +49,7 @@ def outside_record(run: Path, summary: dict, executed: Path, ended) -> str | Non
 
 def inputs(run: Path, executed: Path) -> dict:
     """The sha256 of the files a report is made from: ``summary.json`` and the executed analysis."""
-    return {"summary.json": artifacts.sha256_file(paths.summary_path(run)),
+    return {"summary_sha256": artifacts.sha256_file(paths.summary_path(run)),
             "notebook": executed.name, "notebook_sha256": artifacts.sha256_file(executed)}
 
 
