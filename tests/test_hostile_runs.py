@@ -228,3 +228,58 @@ def test_a_path_beside_the_model_file_comes_first_and_is_recorded_from_the_root(
         assert model_files.resolve_params({"adapter": "owner/name"}, mfile)["adapter"] == "owner/name"
     finally:
         shutil.rmtree(inside, ignore_errors=True)
+
+
+@pytest.fixture()
+def lora_in_the_project(tiny_model_dir):
+    """A LoRA adapter for the tiny model inside the project (so a model file names it from the project root), made
+    with peft, removed afterwards; and a function writing other weights into the same folder."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    inside = ROOT / "outputs" / f".test-lora-{os.getpid()}"
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+    def make(seed):
+        torch.manual_seed(seed)
+        cfg = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], init_lora_weights=False, lora_dropout=0.0)
+        model = get_peft_model(base, cfg)
+        model.save_pretrained(inside / "lora")
+        model.unload()
+
+    make(0)
+    yield inside / "lora", make
+    shutil.rmtree(inside, ignore_errors=True)
+
+
+@pytest.mark.notebooks  # three sweeps of the tiny model through papermill: about 45 s
+def test_a_sweep_from_outside_the_root_skips_what_it_scored_and_sets_aside_a_changed_adapter(
+        tmp_path, monkeypatch, tiny_model_dir, lora_in_the_project, capsys):
+    from nbutils.sweep import run_sweep
+
+    lora, make = lora_in_the_project
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "d.yaml").write_text("concepts: ['more than 1/2', 'less than 1/2']\nconditions: [concept_learning, "
+                                      "explicit]\nprompts_per_concept: 2\nn_examples: 4\nseed: 0\n")
+    (elsewhere / "m.yaml").write_text(f"model: {tiny_model_dir}\nadapter: {lora.relative_to(ROOT).as_posix()}\n"
+                                      "quantization: none\ndtype: float32\ndevice: cpu\nchat_template: never\n")
+    (elsewhere / "s.yaml").write_text(f"study: monotonicity\nrun_dir: {tmp_path / 'run'}\ndataset: "
+                                      f"{elsewhere / 'd.yaml'}\nmodels: [{elsewhere / 'm.yaml'}]\n"
+                                      "analyze: {n_boot: 20, use_r: false}\n")
+    monkeypatch.chdir(elsewhere)  # outside the project: its relative paths are still the project root's
+    first = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert len(first.scored) == 1 and not first.failed, first.lines()
+    slug = first.scored[0]
+    side = artifacts.read_json(paths.sidecar(paths.score_file(tmp_path / "run", slug, 2)))
+    assert side["adapter"] == lora.relative_to(ROOT).as_posix()
+    assert side["adapter_sha256"] == artifacts.sha256_file(lora / adapters.WEIGHTS[0])
+    again = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert again.skipped == [slug] and not again.scored and not again.failed, again.lines()
+    make(1)  # other weights in the same folder
+    changed = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert changed.scored == [slug] and not changed.failed, changed.lines()
+    assert "scored before with other settings" in capsys.readouterr().out
+    moved = paths.stale_sidecars(tmp_path / "run")
+    assert [artifacts.read_json(p)["adapter_sha256"] for p in moved] == [side["adapter_sha256"]]
