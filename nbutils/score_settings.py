@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from . import adapters, paths
@@ -223,6 +224,11 @@ def validate(s: ScoreSettings) -> None:
     check_choice("pll_variant", s.pll_variant, PLL_VARIANTS)
     if s.model not in EMBEDDED:
         paths.check_model_folder(s.model, paths.root())  # last: every other value is said first, without a look at the disk
+        local = Path(s.model).expanduser()
+        if s.revision is not None and (local if local.is_absolute() else paths.root() / local).is_dir():
+            raise ValueError(f"revision: {s.model!r} is a local folder, which has no revisions, so revision "
+                             f"{s.revision!r} cannot be honoured; leave revision out, or check out that revision into "
+                             "the folder (or score the hub id owner/name at that revision)")
     if s.adapter and adapters.is_local(s.adapter):  # a hub id is checked once downloaded, at load
         adapters.check_base(adapters.read_config(adapters.local_folder(s.adapter), s.adapter), s.adapter, s.model, s.base_names)
 

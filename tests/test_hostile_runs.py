@@ -156,9 +156,12 @@ def test_a_schema_version_of_another_kind_is_not_called_older(tmp_path, version,
     assert str(path) in str(err.value)
 
 
-def test_a_revision_for_an_embedded_model_is_refused_naming_it():
+def test_a_revision_no_model_can_honour_is_refused_naming_it(tiny_model_dir):
     with pytest.raises(ValueError, match="^revision: 'smollm2-135m-instruct' is an embedded model.*'deadbeef'"):
         ScoreSettings(model="smollm2-135m-instruct", revision="deadbeef")
+    with pytest.raises(ValueError, match="^revision: .* is a local folder, which has no revisions.*'main'"):
+        ScoreSettings(model=str(tiny_model_dir), revision="main")
+    assert ScoreSettings(model=str(tiny_model_dir)).revision is None
 
 
 def _adapter_copy(tmp_path) -> tuple:
