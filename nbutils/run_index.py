@@ -124,7 +124,8 @@ def describe(run: Path) -> dict:
         try:
             summary = artifacts.read_summary(spath)
         except SummaryVersionError as err:
-            headline = str(err)
+            headline = ("summary.json made by an older version of the suite: run the analysis again"
+                        if "older version" in str(err) else str(err))
         except (ValueError, OSError) as err:
             damaged.append(f"summary: {err}")
     if summary is not None and nb_problem:
