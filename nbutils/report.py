@@ -354,7 +354,11 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
             alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
                           f"no longer in it; {again}.")
         ran = ran_by(nb).get("start_time")
-        newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
+        try:
+            newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
+        except (ValueError, TypeError):
+            raise ReportError(f"report: the executed analysis in {paths.notebooks_dir(run)} says it started at {ran!r}, "
+                              f"not a time with its zone: it was edited; {again}") from None
         if newer:
             alerts.append(f"score files written after this analysis ran ({', '.join(newer)}): {again}.")
         return alerts

@@ -286,3 +286,15 @@ def test_a_sweep_from_outside_the_root_skips_what_it_scored_and_sets_aside_a_cha
     assert "scored before with other settings" in capsys.readouterr().out
     moved = paths.stale_sidecars(tmp_path / "run")
     assert [artifacts.read_json(p)["adapter_sha256"] for p in moved] == [side["adapter_sha256"]]
+
+
+def test_a_tampered_start_time_of_the_analysis_names_it(run):
+    summary = artifacts.read_json(run / "summary.json")
+    artifacts.write_json(dict(summary, inputs={}), run / "summary.json")  # an analysis that recorded no score files
+    nb = paths.executed_notebook(run, studies.get("monotonicity").notebooks["analyze"])
+    doc = json.loads(nb.read_text())
+    doc["metadata"]["papermill"]["start_time"] = "2999-01-01T00:00:00"  # no zone
+    nb.write_text(json.dumps(doc))
+    with pytest.raises(ReportError, match=r"notebooks says it started at '2999-01-01T00:00:00', not a time with its "
+                                          r"zone.*run the analysis again"):
+        write_report(run)
