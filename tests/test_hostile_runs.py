@@ -229,6 +229,10 @@ def test_a_path_beside_the_model_file_comes_first_and_is_recorded_from_the_root(
         p = model_files.resolve_params(yaml_params(mfile), mfile)
         assert p["adapter"] == f"outputs/{inside.name}/lora" and adapters.local_folder(p["adapter"]) == folder
         assert model_files.resolve_params({"adapter": "owner/name"}, mfile)["adapter"] == "owner/name"
+        (tmp_path / "data.csv").write_text("q,a\n")  # outside the project: recorded as an absolute path
+        dfile = tmp_path / "d.yaml"
+        assert model_files.resolve_params({"data_file": "data.csv"}, dfile)["data_file"] == str(tmp_path / "data.csv")
+        assert model_files.resolve_params({"data_file": "params/x.csv"}, dfile)["data_file"] == "params/x.csv"
     finally:
         shutil.rmtree(inside, ignore_errors=True)
 
