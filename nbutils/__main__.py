@@ -47,6 +47,7 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     written as a sweep writes it, then the results' headline lines and where the report is."""
     from . import paths, studies
     from .report import headline, write_report
+    from .results_table import opening, run_table_lines
 
     analyses = {s.notebooks["analyze"]: s.name for s in studies.REGISTRY.values()}
     nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")
@@ -54,9 +55,14 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
         return
     words = paths.results_path(run_dir) if ran else paths.cues_results_path(run_dir)  # a run analysis: its own words
-    print("\n".join(headline(run_dir, words)))
+    print("\n".join(opening(headline(run_dir, words), run_table_lines(run_dir) if ran else [])))
     print(f"results in words → {words}")
-    print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+    try:
+        print(f"report → {write_report(run_dir, ran, warn=_warn)}")
+    except ValueError as err:  # a run analysis's results stand without the study's report (no study analysis yet)
+        if ran:
+            raise
+        print(f"report: not written ({err})", file=sys.stderr)
 
 
 def _add_item_commands(sub) -> None:
@@ -93,7 +99,11 @@ def _print_lines(lines) -> int:
 
 
 def _show(args) -> int:
-    """``show``: the run's items filtered and ordered as asked, as a table, blocks or JSON lines."""
+    """``show``: the run's items filtered and ordered as asked, as a table (as wide as the terminal), blocks or JSON
+    lines; the first line says what the margin is."""
+    import shutil
+    import textwrap
+
     from . import items as it
 
     df = it.items(args.run_dir, args.model)
@@ -105,9 +115,12 @@ def _show(args) -> int:
     if args.jsonl:
         return _print_lines(it.jsonl(shown))
     more = len(chosen) - len(shown)
-    return _print_lines((it.full_lines(shown) if args.full else it.table_lines(shown)) + [
-        f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
-        + ("" if args.full else "; --full shows each whole prompt, --jsonl every field")])
+    width = max(shutil.get_terminal_size((it.WIDTH, 24)).columns, 40)  # $COLUMNS first, then the terminal, else 120
+    head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
+    tail = (f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
+            + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
+    return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))
+                        + textwrap.wrap(tail, width, break_on_hyphens=False))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -189,3 +189,20 @@ def files_line(files, run_dir) -> str:
     folders = Counter(r.split("/")[0] for r in rel if "/" in r)
     parts = [r for r in rel if "/" not in r] + [f"{n} in {d}/" for d, n in folders.items()]
     return f"{len(rel)} files written in {run}: {', '.join(parts)}"
+
+
+# fit diagnostics (lme4's singular fits, a singular Hessian, separation, convergence): the results' caveats say what
+# they mean for the findings, in words; summary.json keeps each one in ``_notes``
+FIT_DIAGNOSTIC = re.compile(r"singular (fit|Hessian)|separation|converge", re.I)
+
+
+def notes_line(notes) -> str:
+    """An analysis's notes for its notebook, without the model-fit diagnostics (one line counts them and says where
+    they are explained: the caveats of the results in words, and ``_notes`` in summary.json)."""
+    notes = list(notes)
+    fits = [n for n in notes if FIT_DIAGNOSTIC.search(n)]
+    kept = [n for n in notes if n not in fits]
+    if fits:
+        kept.append(f"{len(fits)} model-fit diagnostic{'s' if len(fits) > 1 else ''}: what they mean is in the "
+                    "caveats of the results in words; each is in summary.json (_notes)")
+    return "\n".join(kept) or "no warnings"

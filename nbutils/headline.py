@@ -15,6 +15,7 @@ import math
 import re
 from typing import Callable, Iterable
 
+from .readings import detectable_gap, has_readings, reading
 from .records import model_block
 from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
                       paragraph, phrase, sentence, verdict)
@@ -35,6 +36,7 @@ def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
     """The headline tests of ``summary`` for scripts: one dict per model (or pair of models compared), condition and
     term."""
     records = summary.get("records") or []
+    readings = has_readings(summary)
     out = []
     for r in headline_records(summary):
         h = claim_of(r)
@@ -49,6 +51,11 @@ def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
                  "fallback_for": r.get("fallback_for"), "verdict": verdict(r, alpha),
                  "sentence": sentence(r, alpha, records, reasons=False)}
         entry.update({k: cond[k] for k in DESCRIPTIVES if k in cond})
+        if readings and r.get("term") == "upward" and not r.get("models") and r.get("model") is not None:
+            # what the gap means: the task floor, whether the answers use the examples, the rule followed instead
+            rd = reading(summary, r.get("model"), r.get("condition"), alpha)
+            entry.update({k: rd[k] for k in ("reading", "floor", "uses_examples", "rule", "constant")},
+                         sentence=rd["sentence"])
         out.append(entry)
     return out
 
@@ -96,14 +103,6 @@ def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None =
         out.append(f"The {name}{f' ({how})' if how else ''} is not estimable for {where}: "
                    f"{_merged([w for _, _, w in found])}")
     return out
-
-
-def detectable_gap(n_a: int, n_b: int, alpha: float = ALPHA, power: float = 0.8) -> float:
-    """The difference of two proportions near 50% that a two-sided test at ``alpha`` finds with ``power``, with
-    ``n_a`` and ``n_b`` independent observations (normal approximation), as a proportion."""
-    from scipy.stats import norm
-
-    return float((norm.ppf(1 - alpha / 2) + norm.ppf(power)) * math.sqrt(0.25 * (1 / n_a + 1 / n_b)))
 
 
 def power_sentence(n_a: int, n_b: int, what_a: str, what_b: str, alpha: float = ALPHA, *, clusters: str = "") -> str:

@@ -27,7 +27,7 @@ from . import artifacts, paths, studies
 from .runstore import excluded_notes, load_scores
 from .spec import options_per_row
 
-WIDTH = 120  # columns of the terminal table
+WIDTH = 120  # columns of the terminal table where the terminal does not say ($COLUMNS, else its size)
 SENTENCE_COLUMNS = ("n_tokens", "sum_logprob", "mean_logprob", "ppl")
 _OUTCOME = ("gold", "choice", "correct", "margin")  # besides the design, the keys --where accepts
 # control characters and bidirectional overrides: shown as escapes in a terminal, where they could move the cursor,
@@ -187,6 +187,24 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+_LAST_SENTENCE = re.compile(r"(?<=[.!:;])\s+(?=\S)")
+
+
+def cut_question(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, keeping its last sentence (the question part of a prompt) whole where it fits:
+    the start, ``…``, then the question; a question longer than the width keeps its end (``…`` first)."""
+    if len(text) <= width:
+        return text
+    starts = [m.end() for m in _LAST_SENTENCE.finditer(text)]
+    question = text[starts[-1]:] if starts else text
+    room = width - len(question) - 2  # "… " between the start and the question
+    if room >= 8 and question is not text:
+        return text[:room].rstrip() + "… " + question
+    if len(question) + 2 <= width:
+        return "… " + question
+    return "…" + question[len(question) - width + 1:] if width > 1 else "…"
+
+
 def _margin(x) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.3f}"
 
@@ -209,22 +227,32 @@ def _cells(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 def table_lines(df: pd.DataFrame, width: int = WIDTH) -> list[str]:
     """The items as a table no wider than ``width``: outcome, model (when several), design columns, the question's
-    last line (cut to fit; ``full_lines`` shows it whole)."""
+    last line (cut to fit, its last sentence kept whole where it fits; ``full_lines`` shows it whole)."""
     head, rows = _cells(df)
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     for i in range(len(head) - 1):
         widths[i] = min(widths[i], 24)
     fixed = sum(widths[:-1]) + 2 * (len(head) - 1)
-    if width - fixed < 30:  # many design columns: narrower ones, so the question keeps 30 columns
-        cap = max(6, (width - 30 - 2 * (len(head) - 1) - sum(widths[:4])) // max(len(head) - 5, 1))
+    want = min(40, widths[-1])  # room for the question part of a prompt (cut_question keeps it)
+    if width - fixed < want:  # many or wide design columns: narrower ones, so the question keeps its room
+        cap = max(6, (width - want - 2 * (len(head) - 1) - sum(widths[:4])) // max(len(head) - 5, 1))
         widths[4:-1] = [min(w, cap) for w in widths[4:-1]]
         fixed = sum(widths[:-1]) + 2 * (len(head) - 1)
     widths[-1] = max(10, width - fixed)
+    cut = cut_question if head[-1] == "question" else _cut  # a sentence study's sentence keeps its start
 
     def line(cells):
-        return "  ".join(_cut(c, w).ljust(w) if i else _cut(c, w).rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()[:width]
+        return "  ".join((cut(c, w) if i == len(cells) - 1 else _cut(c, w)).ljust(w) if i
+                         else _cut(c, w).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()[:width]
     return [line(head)] + [line(r) for r in rows]
+
+
+def margin_line(df: pd.DataFrame) -> str | None:
+    """What the table's margin is, for its header (None for a sentence study, which has none)."""
+    if "margin" not in df.columns:
+        return None
+    return ("margin: log-probability of the first option minus the second's (Yes − No); with more options, the best "
+            "minus the runner-up; the larger |margin|, the surer the choice")
 
 
 def full_lines(df: pd.DataFrame, max_lines: int | None = None) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, fields
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # the standard keys every record has, in the order a record lists them
 RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
 OPTIONAL_KEYS = ("model", "headline", "hypothesis")  # written only when set

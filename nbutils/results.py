@@ -41,6 +41,8 @@ METHODS = {
     "mcnemar": "exact McNemar test, Holm",
     "binomial": "exact binomial test, Wilson CI, Holm",
     "accuracy_vs_chance": "exact binomial test, Wilson CI",
+    "floor_binomial": "exact binomial test against the task floor, one-sided, Wilson CI",
+    "examples_score_test": "score test of the examples' labels beyond the query",
     "monotonicity_gap": "bootstrap CI over thresholds, CMH test",
     "group_contrast": "Holm over pairs",
     "margin_auc": "Mann–Whitney test",

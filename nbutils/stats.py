@@ -170,9 +170,17 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
     return out
 
 
+def can_reject(record: dict, alpha: float = 0.05) -> bool:
+    """False for a test whose smallest attainable p (``min_p``, e.g. a sign-flip test over 5 thresholds: 2/2^5 =
+    .0625) is not below ``alpha``: it cannot find anything at this design, so it never stands in as a headline."""
+    m = record.get("min_p")
+    return not (isinstance(m, (int, float)) and m >= alpha)
+
+
 def fallback_headlines(records: list[dict], order: list[str], key=("model", "condition", "term")) -> list[dict]:
     """Give every headline record that is not valid a stand-in: the first valid record of the same ``key`` whose test
-    comes later in ``order`` (e.g. lme4's GLMM → the GEE → the Mantel–Haenszel odds ratio).
+    comes later in ``order`` (e.g. lme4's GLMM → the GEE → the Mantel–Haenszel odds ratio) and that can reject at
+    this design (``can_reject``).
 
     The stand-in gets ``headline`` True and ``fallback_for``: the invalid record's test; the invalid record keeps
     ``headline`` True, so the paragraph says it is not estimable and why, then gives the stand-in. Records are
@@ -184,7 +192,8 @@ def fallback_headlines(records: list[dict], order: list[str], key=("model", "con
             continue
         k = tuple(head.get(c) for c in key)
         later = [r for r in records if r is not head and r.get("test") in rank and rank[r["test"]] > rank[head["test"]]
-                 and tuple(r.get(c) for c in key) == k and r.get("valid", True) and r.get("estimate") is not None]
+                 and tuple(r.get(c) for c in key) == k and r.get("valid", True) and r.get("estimate") is not None
+                 and can_reject(r)]
         if later:
             best = min(later, key=lambda r: rank[r["test"]])
             best["headline"] = True

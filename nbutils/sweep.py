@@ -34,16 +34,21 @@ class SweepReport:
     extra: list[str] = field(default_factory=list)  # run analyses (studies.RUN_ANALYSES) done after the analysis
 
     def lines(self) -> list[str]:
-        """Human-readable summary."""
-        out = [f"study: {self.study}", f"run_dir: {self.run_dir}", f"scored: {self.scored or '-'}",
-               f"skipped (already scored): {self.skipped or '-'}", f"analyzed: {self.analyzed}"]
+        """Human-readable summary: the findings first (the results' title, their table, as lm-evaluation-harness
+        ends with its table, and the findings in words), where they are, then what the sweep did."""
+        out = []
+        if self.analyzed:
+            from .report import headline
+            from .results_table import opening, run_table_lines
+
+            out += [*opening(headline(self.run_dir), run_table_lines(self.run_dir)), "",
+                    f"results in words: {paths.results_path(self.run_dir)}"]
+            out += [f"report: {paths.report_path(self.run_dir)}"] if paths.report_path(self.run_dir).is_file() else []
+            out += [""]
+        out += [f"study: {self.study}", f"run_dir: {self.run_dir}", f"scored: {self.scored or '-'}",
+                f"skipped (already scored): {self.skipped or '-'}", f"analyzed: {self.analyzed}"]
         out += [f"also ran: {', '.join(self.extra)}"] if self.extra else []
         out += [f"FAILED {m}: {e}" for m, e in self.failed.items()]
-        if self.analyzed:  # the findings, as lm-evaluation-harness ends with its table
-            from .report import headline
-
-            out += ["", *headline(self.run_dir), "", f"results in words: {paths.results_path(self.run_dir)}"]
-            out += [f"report: {paths.report_path(self.run_dir)}"] if paths.report_path(self.run_dir).is_file() else []
         return out
 
 

@@ -2,7 +2,7 @@
 circle anywhere in the package; no module longer than ``MAX_LINES``.
 
 Every import counts, at any depth of a file (a function's own ``from .x import y`` too), absolute or relative. From top
-to bottom: the command line; the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
+to bottom: the command line; the scoring call for a notebook cell (``probe``); the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
 papermill runner; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
 scorers, model loading, the scoring settings, the host's facts they are decided from, the maths); the base (paths,
 artifacts, stats, spec, runstore, …).
@@ -34,6 +34,8 @@ PKG = repo_root() / "nbutils"
 # matching pattern wins, so ``nbutils.studies.common.*`` takes shared study code from ``nbutils.studies.*``.
 BANDS: dict[str, tuple[str, ...]] = {
     "cli": ("nbutils.__main__",),
+    # a notebook cell's scoring call: the score notebook's settings, loading and scorer, without a run directory
+    "probe": ("nbutils.probe",),
     "sweep": ("nbutils.sweep",),
     "report": ("nbutils.report", "nbutils.report_html", "nbutils.report_live", "nbutils.items", "nbutils.run_index"),
     "samples": ("nbutils.samples",),
@@ -61,6 +63,7 @@ BANDS: dict[str, tuple[str, ...]] = {
 # down the table; no band imports "engine run" (the run loop is called by the score notebook, never imported).
 ARROWS: dict[str, set[str]] = {
     "cli": {"sweep", "report", "samples", "notebooks", "registry", "base"},
+    "probe": {"notebooks", "engine scorers", "engine loading", "engine settings", "engine", "base"},
     "sweep": {"report", "cluster", "executors", "notebooks", "registry", "base"},
     "report": {"registry", "base"},
     "samples": {"registry", "base"},

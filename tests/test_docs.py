@@ -217,3 +217,27 @@ def test_nbutils_run_of_the_score_notebook_prints_rows_rate_and_eta(tmp_path, ca
     bar = progress_bar(list(range(60)))
     assert bar.miniters == 6 and bar.maxinterval == math.inf, "no redraw on a timer: a slow model's bar stays quiet"
     bar.close()
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """README.md: at most 1,200 words; the two commands (the demo, and the tests that .ci/run runs) on its first
+    screen, before any figure; figure captions of at most 40 words; every shipped sample in its samples table with the
+    notebook that analyses it, the positive control's with its commands. Detail lives in docs/."""
+    readme = _text(ROOT / "README.md")
+    lines = readme.splitlines()
+    assert len(readme.split()) <= 1200, f"README.md has {len(readme.split())} words (at most 1,200): move detail to docs/"
+    demo, tests = (next(i for i, line in enumerate(lines) if line.startswith(c)) for c in
+                   ("bash scripts/demo.sh", "bash scripts/test.sh"))
+    figures = [i for i, line in enumerate(lines) if line.startswith("![")]
+    assert max(demo, tests) < 25 and (not figures or max(demo, tests) < figures[0]), "the commands come first"
+    assert "bash scripts/test.sh" in _text(ROOT / ".ci" / "run"), "the README's test command is the one CI runs"
+    for i in figures:
+        caption = " ".join(lines[i + 2:]).split("*", 2)[1] if lines[i + 2].startswith("*") else ""
+        assert caption and len(caption.split()) <= 40, f"the caption below {lines[i]} has {len(caption.split())} words"
+    table = readme.split("| sample |", 1)[1].split("\n\n", 1)[0]
+    rows = {line.split("`")[1]: line for line in table.splitlines() if line.startswith("| `")}
+    shipped = {f"outputs/samples/{p.name}" for p in (ROOT / "outputs" / "samples").iterdir() if p.is_dir()}
+    assert set(rows) == shipped, (sorted(rows), sorted(shipped))
+    assert all(".ipynb" in row for row in rows.values())
+    assert "cp -r outputs/samples/control outputs/control_sample" in readme
+    assert "-p run_dir outputs/control_sample" in readme

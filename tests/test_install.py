@@ -183,5 +183,6 @@ def test_an_installed_copy_runs_the_demo_sweep_from_any_folder(tmp_path, package
     assert (run_dir / "notebooks" / "monotonicity_03_analyze.ipynb").is_file() and "analyzed: True" in done.stdout
     assert (run_dir / "report.html").stat().st_size > 50_000 and f"report: {run_dir / 'report.html'}" in done.stdout
     title = (run_dir / "results.md").read_text().splitlines()[0].strip("*")
-    assert f"\n{title}\n" in done.stdout and done.stdout.rstrip().endswith(f"report: {run_dir / 'report.html'}")
+    assert done.stdout.index(f"\n{title}\n") < done.stdout.index("\nmodel  ") < done.stdout.index(
+        f"report: {run_dir / 'report.html'}") < done.stdout.index("analyzed: True"), "the findings first, then the rest"
     print(f"install {t_install:.1f} s, sweep {t_sweep:.1f} s, total {time.perf_counter() - t0:.1f} s")

@@ -103,7 +103,8 @@ def test_show_wrong_is_every_error_most_confident_first(samples):
     assert all("\n" in g["text"] and g["text"].endswith("?") for g in got)  # the whole few-shot prompt
 
 
-def test_show_closest_where_and_limit(samples):
+def test_show_closest_where_and_limit(samples, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # the table's width: not whatever terminal (or none) the test runs under
     run = samples["monotonicity"]
     _, data, scores = files(run, "monotonicity")
     got = [json.loads(line) for line in main_lines(["show", str(run), "--closest", "7", "--jsonl"])]
@@ -117,17 +118,49 @@ def test_show_closest_where_and_limit(samples):
     ok = [json.loads(line) for line in main_lines(["show", str(run), "--where", "correct=true", "--jsonl"])]
     assert len(ok) == int(scores["correct"].sum())
     table = main_lines(["show", str(run), "--limit", "4"])
-    assert len(table) == 6 and table[-1].startswith("4 of 120 items")
+    assert table[0].startswith("margin: log-probability of the first option minus the second's (Yes − No)")
+    assert table[-1].startswith("4 of 120 items") and table[-6].startswith("margin  gold")
 
 
 @pytest.mark.parametrize("study", list(DESIGN))
-def test_the_table_fits_120_columns_and_full_shows_the_whole_prompt(samples, study):
+def test_the_table_fits_the_terminal_and_full_shows_the_whole_prompt(samples, study, monkeypatch):
+    """The table is as wide as $COLUMNS says (120 where nothing says), and keeps each prompt's question part: the
+    end of its last line, whole where the terminal has room for it."""
     run = samples[study]
     record, data, _ = files(run, study)
-    assert all(len(line) <= 120 for line in main_lines(["show", str(run), "--limit", "50"]))
+    for columns in ("120", "80", "150"):
+        monkeypatch.setenv("COLUMNS", columns)
+        lines = main_lines(["show", str(run), "--limit", "50"])
+        assert all(len(line) <= int(columns) for line in lines), columns
+        assert max(map(len, lines)) > int(columns) - 30, "the table uses the terminal's width"
+        if study != "negation":  # a prompt: its question part (the end of its last sentence) is shown
+            last = [plain(t).rsplit(" ", 1)[-1] for t in items(run).head(50)["gist"]]  # the question, its end
+            rows = [line for line in lines if line[:1] in "+-" and line[1:2].isdigit()]  # each starts with its margin
+            assert len(rows) == len(last) and all(r.endswith(end) for r, end in zip(rows, last)), columns
     full = "\n".join(main_lines(["show", str(run), "--full", "--limit", "1"]))
     first = items(run).iloc[0]
     assert all(line.strip() in full for line in first["text"].splitlines())
+
+
+def test_cut_question_fits_and_keeps_the_last_sentence_where_it_fits():
+    """2,000 random texts of random sentences and widths: the cut fits, leaves a short text alone, and ends with the
+    last sentence (whole where it fits with its "… ", else its end)."""
+    import re
+
+    from nbutils.items import cut_question
+
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        parts = ["".join(rng.choice(list("ab ?"), rng.integers(1, 30))) for _ in range(rng.integers(1, 7))]
+        text, width = ". ".join(parts), int(rng.integers(2, 90))
+        out = cut_question(text, width)
+        assert len(out) <= width, (text, width, out)
+        if len(text) <= width:
+            assert out == text
+            continue
+        last = re.split(r"(?<=[.!:;])\s+(?=\S)", text)[-1]
+        assert out.endswith(last if len(last) + 2 <= width else last[len(last) - width + 1:]), (text, width, out)
+        assert "…" in out
 
 
 def test_where_and_counts_are_checked_before_anything_is_read(samples, capsys):

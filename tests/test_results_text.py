@@ -76,7 +76,8 @@ def test_case_direction_a_gap_that_favours_downward_concepts_is_said_so():
     rec = record("glmm_lrt", "upward", math.log(0.04), None, math.log(0.01), math.log(0.18), 1e-6, model="m",
                  condition="concept_learning", headline=True, hypothesis=claims.gap("concept_learning"))
     text = results_text(_mono_summary(rec))
-    assert "Downward concepts were learned better than upward ones: OR = 0.04, 95% CI [0.01, 0.18], p < .001" in text
+    assert ("downward concepts were learned better than upward ones (21.0% upward vs 88.0% downward correct; "
+            "conditional OR = 0.04, 95% CI [0.01, 0.18], p < .001, binomial GLMM, LRT)") in text
     assert "upward concepts were learned better" not in text.lower()
     assert "21.0% upward vs 88.0% downward" in text
 
@@ -161,8 +162,8 @@ def test_a_fallback_headline_says_which_test_it_stands_in_for_and_why():
     assert text == results_text({**_mono_summary(cmh), "records": [glmm, cmh]})
     generic = headline.generic_text({"records": [{**glmm, "headline": True}, cmh]}, "t", "d", lambda r: r["headline"])
     assert generic.split("*Caveats:*")[0].count("\n- ") == 1 and "standing in for the binomial GLMM" in generic
-    assert ("OR = 1.00, 95% CI [0.30, 3.32], p > .999 (Mantel–Haenszel odds ratio, CMH test; standing in for the "
-            "binomial GLMM, not estimable here)") in text
+    assert ("marginal OR = 1.00, 95% CI [0.30, 3.32], p > .999, Mantel–Haenszel test standing in for the binomial "
+            "GLMM") in text
     # why it is not estimable: once, in the caveats, not in the sentence
     assert text.count("SD 50.7") == 1 and text.index("SD 50.7") > text.index("*Caveats:*")
     assert ("- The binomial GLMM (lme4, likelihood-ratio test) is not estimable for m (the upward vs downward gap "

@@ -176,7 +176,8 @@ def test_pyproject_keeps_the_scoring_packages_in_the_score_extra():
     assert names(project["optional-dependencies"]["score"]) >= scoring
     assert {"papermill", "statsmodels", "pandas", "jinja2", "bleach", "mistune"} <= names(project["dependencies"])
     setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert "EXTRAS=score,test,docs" in setup and '-e ".[$EXTRAS]"' in setup
+    assert "ipywidgets" in names(project["optional-dependencies"]["notebook"]), "the scoring bar as a widget"
+    assert "EXTRAS=score,notebook,test,docs" in setup and '-e ".[$EXTRAS]"' in setup
 
 
 ANALYSE = {"monotonicity": ["-p", "n_boot", "200"], "negation": [], "personas": ["-p", "n_resamples", "999"],

@@ -109,7 +109,7 @@ def test_a_reader_of_an_older_summary_says_to_run_the_analysis_again(tmp_path):
     shutil.copytree(SAMPLES / "monotonicity", run)
     old_summary(run)
     with pytest.raises(records.SummaryVersionError, match=rf"summary.json was {OLDER} \(without a schema_version; "
-                                                          r"this version reads schema_version 1\): run the analysis again"):
+                                                          r"this version reads schema_version 2\): run the analysis again"):
         artifacts.read_summary(paths.summary_path(run))
     # nbutils runs: the run's line says so (the index of the other runs goes on)
     assert run_index.describe(run)["headline"] == f"summary.json {OLDER}: run the analysis again"
@@ -145,12 +145,13 @@ def _headline(summary: dict, model: str, condition: str) -> dict:
 
 
 def test_the_readmes_quote_the_samples_analyses(analysed):
-    """README.md's captions of the two sample figures and the control sample's README: accuracies, Wilson intervals,
-    the headline's odds ratio, CI and p, from the analysed samples (the GEE: without R it is the headline, with R it
-    stands in for the GLMM these separated data defeat, with the same numbers)."""
+    """The full captions of the two sample figures (docs/getting-started.md), their short forms in README.md and the
+    control sample's README: accuracies, Wilson intervals, the headline's odds ratio, CI and p, from the analysed
+    samples (the GEE: without R it is the headline, with R it stands in for the GLMM these separated data defeat, with
+    the same numbers)."""
     from nbutils.stats import wilson
 
-    readme = text("README.md")
+    readme, where = text("docs/getting-started.md"), "docs/getting-started.md"
     mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
     per = mono["models"]["smollm2-135m-instruct"]["conditions"]
     assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
@@ -159,24 +160,32 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
     (ul, uh), (dl, dh) = wilson(up, half), wilson(down, half)
     says(readme, '"more than p" is answered right in {} of {} prompts ({}%, Wilson 95% CI {}–{}%) and "less than p" in '
          "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
-         100 * dl, 100 * dh, where="README.md")
+         100 * dl, 100 * dh, where=where)
+    short = text("README.md")
+    says(short, 'answers "more than p" right in {}% of prompts and "less than p" in {}%, hidden or stated alike',
+         100 * up / half, 100 * down / half, where="README.md")
     control = json.loads(paths.summary_path(analysed("control")).read_text())
     base, planted = sorted(control["models"], key=len)
-    cond = control["models"][base]["conditions"]["concept_learning"]
-    h = _headline(control, base, "concept_learning")
-    says(readme, "at chance, {}% upward and {}% downward (OR = {}, 95% CI [{}, {}], p > .999)", 100 * cond["acc_up"],
-         100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), where="README.md")
-    assert h["p"] > 0.999
+    hb, hbs = _headline(control, base, "concept_learning"), _headline(control, base, "explicit")
+    assert hb["reading"] == hbs["reading"] == "below_floor"
+    fb, fbs = 100 * hb["floor"]["accuracy"], 100 * hbs["floor"]["accuracy"]
+    says(readme, "is below the task floor: {}% correct under concept learning (95% CI [{}%, {}%]) and {}% with the "
+         "concept stated, no better than chance", fb, 100 * hb["floor"]["ci_low"], 100 * hb["floor"]["ci_high"], fbs,
+         where=where)
+    says(short, "is below the task floor ({}% and {}% correct)", fb, fbs, where="README.md")
     cond, stated = (control["models"][planted]["conditions"][c] for c in ("concept_learning", "explicit"))
     h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
-    lead = "learns upward concepts and fails downward ones, {}% vs {}% (OR = {}, 95% CI [{}, {}], p = {}; the GEE"
-    numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"]]
-    says(readme, lead, *numbers, where="README.md")
-    assert h["test"] == "gee_bias_reduced" and hs["p"] > 0.05
-    says(readme, "no significant gap when the concept is stated ({}% vs {}%, p = {})", 100 * stated["acc_up"],
-         100 * stated["acc_down"], hs["p"], where="README.md")
+    assert h["test"] == "gee_bias_reduced" and h["reading"] == "prior" and hs["reading"] == "below_floor"
+    numbers = [100 * cond["acc_up"], 100 * cond["acc_down"], *np.exp([h["estimate"], h["ci_low"], h["ci_high"]]), h["p"],
+               h["uses_examples"]["p"], fb]
+    says(readme, "answers upward concepts right and downward ones wrong, {}% vs {}% (marginal OR = {}, 95% CI [{}, {}], "
+         "p = {}; the GEE", *numbers[:6], where=where)
+    says(readme, "but its answers do not use what the examples say (score test, p = {})", numbers[6], where=where)
+    says(short, "ones wrong, {}% vs {}% (marginal OR = {}, p = {})", numbers[0], numbers[1], numbers[2], numbers[5],
+         where="README.md")
+    says(short, "not what the examples say (score test, p = {})", numbers[6], where="README.md")
     sample_readme = text("outputs/samples/control/README.md")
-    says(sample_readme, "gap ({}% upward vs {}% downward; OR = {}, 95% CI [{}, {}], p = {}) and none in the base model "
-         "({}% vs {}%)", *numbers, 100 * control["models"][base]["conditions"]["concept_learning"]["acc_up"],
-         100 * control["models"][base]["conditions"]["concept_learning"]["acc_down"],
+    says(sample_readme, "gap ({}% upward vs {}% downward; marginal OR = {}, 95% CI [{}, {}], p = {}), which comes from a "
+         "prior on the query: its answers do not use what the examples say (score test, p = {}). The base model is "
+         "below the task floor ({}% correct under concept learning)", *numbers,
          where="outputs/samples/control/README.md")

@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .. import artifacts, runlock, runstore
 from ..spec import DatasetSpec
-from .scorer import Scorer, make_scorer
+from .scorer import check_context, make_scorer, non_finite_rows
 from .settings import ScoreSettings, non_finite_message
 
 
@@ -108,12 +107,6 @@ def _say_limited(limit: int | None, files: runstore.ScoreFiles) -> None:
         print(note, flush=True)
 
 
-def non_finite_rows(records: dict) -> list[int]:
-    """The rows (sorted) of a batch's records holding a number that is NaN or ±inf (any scorer's record values)."""
-    return sorted(i for i, rec in records.items()
-                  if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in rec.values()))
-
-
 class _StopAfter(Exception):
     """Raised by ``_Stopping`` to end a run early, as an interruption would."""
 
@@ -165,27 +158,3 @@ class _Checkpoints:
         self.files.checkpoint(self.ids, self.done, dict(self.meta, n_done=len(self.done), n_planned=self.n_planned,
                                                         elapsed_seconds=self.elapsed()))
         self.since = 0
-
-
-def context_window(lm) -> int | None:
-    """The longest input the model was built for (``max_position_embeddings``), if it says."""
-    cfg = getattr(lm.model, "config", None)
-    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
-        value = getattr(cfg, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def check_context(lm, scorer: Scorer, ids: list) -> None:
-    """Inputs longer than the model's window are an error naming the count, the longest input and the window."""
-    window = context_window(lm)
-    if window is None:
-        return
-    totals = scorer.input_lengths()
-    over = [i for i, n in enumerate(totals) if n > window]
-    if over:
-        worst = max(over, key=lambda i: totals[i])
-        raise ValueError(f"context: {len(over)} of {len(totals)} inputs are longer than the model's window of {window} "
-                         f"tokens (longest: {ids[worst]!r}, {totals[worst]} tokens); use shorter prompts (e.g. fewer "
-                         "n_examples) or a model with a longer context")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
+import numpy as np
 import pandas as pd
 
 from ..spec import DatasetSpec
@@ -61,3 +62,33 @@ def make_scorer(lm, data: pd.DataFrame, spec: DatasetSpec, settings=None, **run_
     from .sentences import SentenceScorer
 
     return SentenceScorer(lm, data, spec, settings)
+
+
+def context_window(lm) -> int | None:
+    """The longest input the model was built for (``max_position_embeddings``), if it says."""
+    cfg = getattr(lm.model, "config", None)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_context(lm, scorer: Scorer, ids: list) -> None:
+    """Inputs longer than the model's window are an error naming the count, the longest input and the window."""
+    window = context_window(lm)
+    if window is None:
+        return
+    totals = scorer.input_lengths()
+    over = [i for i, n in enumerate(totals) if n > window]
+    if over:
+        worst = max(over, key=lambda i: totals[i])
+        raise ValueError(f"context: {len(over)} of {len(totals)} inputs are longer than the model's window of {window} "
+                         f"tokens (longest: {ids[worst]!r}, {totals[worst]} tokens); use shorter prompts (e.g. fewer "
+                         "n_examples) or a model with a longer context")
+
+
+def non_finite_rows(records: dict) -> list[int]:
+    """The rows (sorted) of a batch's records holding a number that is NaN or ±inf (any scorer's record values)."""
+    return sorted(i for i, rec in records.items()
+                  if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in rec.values()))

@@ -71,6 +71,17 @@ def words(name: str) -> tuple[str, str]:
     return catalogue()["answer_words"][name]
 
 
+def wording(axis: str, name) -> str:
+    """What a variant says, for a table: a template's text, a phrase in quotes, an answer-word pair as "Yes / No"
+    (a name the catalogue lacks is returned as it is)."""
+    entries = catalogue()[CATALOGUE_KEYS[axis]] if axis in CATALOGUE_KEYS else {}
+    if name not in entries:
+        return str(name)
+    if axis == "answer_words":
+        return " / ".join(entries[name])
+    return f"“{entries[name]}”" if axis == "phrase" else entries[name]
+
+
 def assign(n: int, labels, variants: list[str], seed: int, stream: str) -> list[str]:
     """One variant for each of ``n`` prompt pairs, balanced (counts differ by at most one overall and within each
     label) and seeded by ``seed`` and ``stream``; a single variant draws nothing from any random stream."""

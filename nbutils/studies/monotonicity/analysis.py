@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import analysis_run, artifacts, precision
 from ...runstore import check_int
-from ..common import model_comparison, quantifier_stats, rules
+from ..common import model_comparison, quantifier_stats, rules, verdicts
 from . import results, plots, robustness, stats
 from .scores import load_scores
 
@@ -37,6 +37,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.tables["calibration"] = stats.calibration(scores)
     a.tables["rules"], a.tables["best_rule"] = rules.rule_tables(scores, k=rules_k)  # what was learned instead
     a.tables["mirror_test"], a.tables["mirror_test_pooled"] = rules.mirror_test(a.tables["rules"])
+    a.tables["verdicts"] = verdicts.table(scores)  # the task floor, the use of the examples, near-constant answers
     a.tables["robustness"] = robustness.variant_table(scores)  # the gap per prompt variant (empty: one wording)
     a.tables["robustness_tests"] = robustness.heterogeneity(scores, use_r=use_r, seed=seed)
     models = [m for m in (order or []) if m in set(scores["model"])] or list(dict.fromkeys(scores["model"]))
@@ -51,7 +52,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
-    a.summary["records"] = (stats.records(a.tables) + robustness.records(a.tables["robustness"],
+    add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
+                 stats.per_threshold(a.tables["gap_by_threshold"]))
+    a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
                             + (model_comparison.records(a.tables["model_comparison"])
                                if len(a.tables["model_comparison"]) else []))
@@ -62,6 +65,20 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["_notes"] = a.notes
     a.text = results.results_text(a.summary)
     return a
+
+
+def add_verdicts(models: dict, blocks: dict, counts: dict) -> None:
+    """Each model's floor, examples test and near-constant answers (``verdicts.summary_blocks``) and its correct answers
+    per threshold into its conditions in ``summary["models"]``; over both conditions under ``overall``."""
+    for model, per in blocks.items():
+        entry = models.setdefault(model, {"conditions": {}})
+        for cond, block in per.items():
+            if cond == "overall":
+                entry["overall"] = artifacts.json_clean(block)
+            else:
+                entry["conditions"].setdefault(cond, {}).update(artifacts.json_clean(block))
+    for (model, cond), cells in counts.items():
+        models.setdefault(model, {"conditions": {}})["conditions"].setdefault(cond, {})["per_threshold"] = cells
 
 
 def design(scores: pd.DataFrame, mcnemar: pd.DataFrame) -> dict:

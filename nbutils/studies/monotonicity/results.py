@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ...headline import fit_caveats, power_sentence
+from ...readings import reading
 from ...records import model_block
-from ...results import ALPHA, _cap, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from ...results import ALPHA, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
 from . import robustness
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
@@ -40,19 +41,22 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
               + (f"; {prompts}" if prompts else "") + ".")
     records = summary.get("records", [])
     recs = replaced_dropped([r for r in records if r.get("headline")])
-    lines, caveats = [], []
+    lines, caveats, learned = [], [], []
     for m in models:
         per = model_block(summary, m).get("conditions", {})
         for c, h in per.items():
             rec = next((r for r in recs if r.get("model") == m and r.get("condition") == c and r.get("term") == "upward"), None)
             gap = h.get("gap")
-            acc = (f"{m}, {CONDITION_NAMES.get(c, c)}: accuracy {_acc(h.get('acc_up'))} upward vs "
-                   f"{_acc(h.get('acc_down'))} downward (gap "
-                   f"{fmt_num(100 * gap, 1) + ' points' if isinstance(gap, (int, float)) else 'n/a'})")
             if rec is None:
-                lines.append(f"{acc}; no headline test.")
+                lines.append(f"{m}, {CONDITION_NAMES.get(c, c)}: accuracy {_acc(h.get('acc_up'))} upward vs "
+                             f"{_acc(h.get('acc_down'))} downward (gap "
+                             f"{fmt_num(100 * gap, 1) + ' points' if isinstance(gap, (int, float)) else 'n/a'}); "
+                             "no headline test.")
                 continue
-            lines.append(f"{acc}. {_cap(sentence(rec, alpha, records, who=False, reasons=False))}")
+            rd = reading(summary, m, c, alpha)  # the gap with what it means: floor, use of the examples, rule
+            lines.append(rd["sentence"])
+            if rd["rule_sentence"]:
+                learned.append(rd["rule_sentence"])
         inter = next((r for r in recs if r.get("model") == m and r.get("term") == "upward:explicit"), None)
         if inter is not None:
             lines.append(f"{m}: {sentence(inter, alpha, records, who=False, reasons=False)}")
@@ -66,6 +70,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     if sizes:  # the design deals upward and downward concepts half and half
         caveats.append(power_sentence(min(sizes) // 2, min(sizes) // 2, "upward", "downward", alpha,
                                       clusters="threshold" if isinstance(k, int) and k > 1 else ""))
+    lines += learned  # what was learned instead, from the rule analysis
     lines += comparison_lines(recs, records, alpha)
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]

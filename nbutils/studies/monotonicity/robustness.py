@@ -22,14 +22,14 @@ from scipy import stats as sps
 from ...results import fmt_alpha, fmt_num, fmt_p, reason, verdict
 from ...stats import claim, record
 from ..common.quantifier_stats import _mantel_haenszel, threshold_cells, threshold_units
-from ..common.variants import AXES
+from ..common.variants import AXES, wording
 
 AXIS_NAMES = {"template": ("template", "templates"), "phrase": ("phrase", "phrases"),
               "answer_words": ("answer-word pair", "answer-word pairs")}
 COLUMNS = ["model", "condition", "axis", "variant", "n", "n_up", "n_down", "acc_up", "acc_down", "gap", "gap_ci_low",
            "gap_ci_high", "log_or", "log_or_ci_low", "log_or_ci_high", "p"]
 TEST_COLUMNS = ["model", "condition", "axis", "n_variants", "n", "method", "statistic", "df", "df_denom", "p", "valid",
-                "p_gee_wald", "p_glmm_lrt", "random_effects", "note"]
+                "p_gee_wald", "p_glmm_lrt", "glmm_lrt_valid", "random_effects", "note"]
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 PLACEBO = "the phrase does not appear in explicit prompts (the concept is stated): a check that should find nothing"
 
@@ -64,6 +64,7 @@ def variant_table(df: pd.DataFrame) -> pd.DataFrame:
             row.update(log_or=_log(or_), log_or_ci_low=_log(lo), log_or_ci_high=_log(hi), p=mh.get("p_cmh", np.nan))
             rows.append(row)
     out = pd.DataFrame(rows, columns=COLUMNS)
+    out.insert(out.columns.get_loc("variant") + 1, "wording", [wording(a, v) for a, v in zip(out["axis"], out["variant"])])
     order = {a: i for i, a in enumerate(AXES)}
     return out.sort_values(["model", "condition", "axis"], key=lambda s: s.map(order) if s.name == "axis" else s,
                            kind="stable").reset_index(drop=True)
@@ -182,7 +183,8 @@ def heterogeneity(df: pd.DataFrame, use_r: bool = True, seed: int = 0) -> pd.Dat
         rows.append({"model": model, "condition": condition, "axis": axis, "n_variants": g[axis].nunique(),
                      "n": len(g), "method": use["method"], "statistic": use.get("statistic"), "df": use.get("df"),
                      "df_denom": use.get("df_denom"), "p": use.get("p"), "valid": bool(use.get("valid")),
-                     "p_gee_wald": gee["p"], "p_glmm_lrt": lrt.get("p") if lrt else np.nan,
+                     "p_gee_wald": gee["p"], "p_glmm_lrt": lrt.get("p") if lrt and lrt.get("valid") else np.nan,
+                     "glmm_lrt_valid": bool(lrt.get("valid")) if lrt else None,  # None: not computed (no R)
                      "random_effects": (lrt or {}).get("random_effects", ""), "note": "; ".join(n for n in notes if n)})
     return pd.DataFrame(rows, columns=TEST_COLUMNS)
 
@@ -210,7 +212,8 @@ def records(table: pd.DataFrame, het: pd.DataFrame) -> list[dict]:
                           n_variants=int(r.n_variants), n=int(r.n),
                           n_positive_gap=int((gaps > 0).sum()), gap_min=float(gaps.min()) if len(gaps) else None,
                           gap_max=float(gaps.max()) if len(gaps) else None,
-                          p_gee_wald=r.p_gee_wald, p_glmm_lrt=r.p_glmm_lrt, hypothesis=heterogeneity_claim(r.axis),
+                          p_gee_wald=r.p_gee_wald, p_glmm_lrt=r.p_glmm_lrt, glmm_lrt_valid=r.glmm_lrt_valid,
+                          hypothesis=heterogeneity_claim(r.axis),
                           note="; ".join(filter(None, [f"does the gap differ across the {AXIS_NAMES[r.axis][1]}? "
                                                        f"{test}; estimate: largest minus smallest variant gap", r.note]))))
     from ...artifacts import json_clean

@@ -180,7 +180,7 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
             if k >= 2 else ""
         out.append(record("signflip_gap", "upward", r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high,
                           r.p_signflip, valid=k >= 2 and not wide, condition=r.condition, model=r.model, n_thresholds=k,
-                          exact=bool(r.signflip_exact),
+                          exact=bool(r.signflip_exact), min_p=signflip_min_p(k, bool(r.signflip_exact)),
                           note="mean over thresholds of the up-vs-down log odds ratio; sign-flip test, t(K−1) CI" + few
                                + (f"; {wide}" if wide else ""),
                           hypothesis=claims.gap(r.condition)))
@@ -229,6 +229,7 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
         out.append(record("signflip_dprime_gap", "upward", r.dprime_gap_matched, r.se, r.ci_low, r.ci_high,
                           r.p_signflip, valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
                           se_delta=r.se_delta, exact=bool(r.signflip_exact),
+                          min_p=signflip_min_p(k, bool(r.signflip_exact)),
                           note="mean over matched thresholds of d′ up − d′ down; sign-flip test, t(K−1) CI; "
                                "se_delta treats the thresholds as fixed", hypothesis=claims.dprime_gap()))
     return json_clean(fallback_headlines(out, HEADLINE_ORDER))
@@ -238,6 +239,22 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
 # this order: the GLMM, the GEE (clustered by threshold), the sign-flip test over thresholds, the fixed-threshold
 # Mantel-Haenszel odds ratio (the last two exist for the gap, ``upward``, only)
 HEADLINE_ORDER = ["glmm_lrt", "gee_bias_reduced", "firth_plr", "signflip_gap", "cmh"]
+
+
+def signflip_min_p(k: int, exact: bool, n_mc: int = 20000) -> float:
+    """The smallest p a two-sided sign-flip test over ``k`` thresholds can give: 2/2^k exact, 1/(n_mc + 1) sampled."""
+    return float(min(1.0, 2.0 / 2 ** k)) if exact else 1.0 / (n_mc + 1)
+
+
+def per_threshold(gbt: pd.DataFrame) -> dict:
+    """Correct answers per matched threshold, upward and downward, per model and condition (what a sentence shows
+    where no test can be read)."""
+    out: dict = {}
+    for r in gbt.itertuples(index=False):
+        out.setdefault((r.model, r.condition), []).append(
+            {"threshold": str(r.threshold), "k_up": int(round(r.acc_up * r.n_up)), "n_up": int(r.n_up),
+             "k_down": int(round(r.acc_down * r.n_down)), "n_down": int(r.n_down)})
+    return out
 
 
 def summary(gaps: pd.DataFrame, mixed: pd.DataFrame, dgap: pd.DataFrame) -> dict:

@@ -237,3 +237,23 @@ def test_the_sweep_accepts_a_cues_block_checked_against_the_notebook(tmp_path):
                    "models: [params/models/smollm2-135m-instruct.yaml]\ncues: {top_kk: 3}\n" % (tmp_path / "run"))
     with pytest.raises(ValueError, match="top_kk"):
         sweep.run_sweep(bad)
+
+
+def test_the_cue_profile_of_a_run_without_a_study_analysis_ends_well(tmp_path, capsys):
+    """``nbutils run`` of the cue profile on a run whose study is not analysed yet: its results in words are printed,
+    the report (which needs the study's analysis) is said not to be written, and the command succeeds (exit 0)."""
+    import shutil
+
+    from nbutils import __main__ as cli
+    from nbutils import paths
+    from nbutils.analyses.cues.analysis import analyze_run
+
+    run = tmp_path / "run"
+    shutil.copytree(paths.repo_root() / "outputs" / "samples" / "custom", run)
+    for p in [run, *run.rglob("*")]:
+        p.chmod(p.stat().st_mode | 0o200)  # the sample is read-only; its copy is not
+    analyze_run(run, top_k=5)  # what the notebook's cell does
+    cli._headline_after_analysis(studies.RUN_ANALYSES["cues"], None, {"run_dir": str(run)})
+    out, err = capsys.readouterr()
+    assert f"results in words → {paths.cues_results_path(run)}" in out
+    assert "report: not written (" in err and not paths.report_path(run).exists()

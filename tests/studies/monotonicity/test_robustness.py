@@ -165,6 +165,34 @@ def test_robustness_table_has_a_row_per_model_condition_axis_variant(analysed, b
         assert r.gap == pytest.approx(g[g.monotonicity == "upward"]["correct"].mean()
                                       - g[g.monotonicity == "downward"]["correct"].mean())
         assert r.gap_ci_low <= r.gap <= r.gap_ci_high and r.log_or_ci_low <= r.log_or <= r.log_or_ci_high
+    assert list(t.columns[:5]) == ["model", "condition", "axis", "variant", "wording"]  # what the variant says
+    words = {(r.axis, r.variant): r.wording for r in t.itertuples()}
+    assert words[("template", "question_first")] == variants.template("question_first")
+    assert words[("phrase", "nonce")] == f"“{variants.phrase('nonce')}”"
+    assert words[("answer_words", "true_false")] == "True / False"
+
+
+def test_the_glmm_cross_check_has_its_validity_and_no_p_where_its_fit_is_invalid(big, monkeypatch):
+    """``robustness_tests``: ``glmm_lrt_valid`` beside ``p_glmm_lrt``; an invalid fit's p is left blank (the lme4
+    fit's outcome is given here: what R returns for a singular or failed fit, the table and records must not show)."""
+    s = _scores(big, 0, gap_only_paper=True)
+    fits = {}
+
+    def lrt(units, seed=0):
+        fits.update({k: {"method": "glmm_lrt", "statistic": 1.0, "df": 3, "p": 0.4, "valid": k.endswith("template"),
+                         "note": "" if k.endswith("template") else "singular fit", "random_effects": "(1 | noun)"}
+                     for k in units})
+        return fits
+
+    monkeypatch.setattr(robustness, "glmm_lrt", lrt)
+    het = robustness.heterogeneity(s, use_r=True)
+    assert list(het.columns[12:14]) == ["p_glmm_lrt", "glmm_lrt_valid"]
+    for r in het.itertuples():
+        assert r.glmm_lrt_valid == (r.axis == "template")
+        assert (r.p_glmm_lrt == 0.4) if r.glmm_lrt_valid else np.isnan(r.p_glmm_lrt)
+    recs = robustness.records(robustness.variant_table(s), het)
+    assert all((r["p_glmm_lrt"] is None) == (not r["glmm_lrt_valid"]) for r in recs)
+    assert robustness.heterogeneity(s, use_r=False)["glmm_lrt_valid"].isna().all(), "no R: not computed"
 
 
 def test_heterogeneity_records_and_sentence_agree(analysed):

@@ -244,7 +244,8 @@ def test_without_r_the_gee_is_the_headline(six_thresholds, monkeypatch):
     assert any("R with lme4 not found" in n for n in a.notes)
     recs = a.summary["records"]
     assert {"gee_bias_reduced", "signflip_gap", "cluster_bootstrap", "cmh", "breslow_day", "signflip_gap_difference",
-            "fisher", "mcnemar", "binomial", "signflip_dprime_gap"} == {r["test"] for r in recs}
+            "fisher", "mcnemar", "binomial", "signflip_dprime_gap", "floor_binomial",
+            "examples_score_test"} == {r["test"] for r in recs}
     head = [r for r in recs if r.get("headline")]
     assert {(r["term"], r["condition"]) for r in head} == {("upward", "concept_learning"), ("upward", "explicit"),
                                                            ("explicit", None), ("upward:explicit", None)}
