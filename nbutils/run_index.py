@@ -23,7 +23,7 @@ def run_dirs(folder) -> list[Path]:
     own folders not searched)."""
     top = paths.resolve(folder)
     if not top.is_dir():
-        raise ValueError(f"DIR: {top} is not a folder")
+        raise ValueError(f"DIR: {escape(top)} is not a folder")
     names = {s.dataset_file for s in studies.REGISTRY.values()}
     skip = {f(top).name for f in (paths.notebooks_dir, paths.scores_dir, paths.tables_dir, paths.figures_dir,
                                   paths.logs_dir)}  # a run's own folders

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from nbutils import adapters, artifacts, freshness, model_files, paths, run_index, runstore, studies
+from nbutils import adapters, artifacts, model_files, paths, run_index, studies
 from nbutils.__main__ import main
 from nbutils.items import items
 from nbutils.report import ReportError, write_report
@@ -60,6 +60,10 @@ def test_control_characters_in_a_run_name_are_escaped_one_line_per_run(reported,
         assert len(lines) == 2 and not any(ch in "".join(lines) for ch in "\x1b\x07\n\r"), lines
         assert lines[0].startswith(run_index.escape(name) + "  [monotonicity]") and "\\x1b" in run_index.escape(name + "\x1b"), lines
     assert run_index.escape("a\\b\u202ec\x85") == "a\\\\b\\u202ec\\x85"
+    missing = tmp_path / "no\x1b]0;PWNED\x07such"
+    with pytest.raises(ValueError, match=r"^DIR: .*no\\x1b\]0;PWNED\\x07such is not a folder") as err:
+        run_index.index_lines(missing)
+    assert "\x1b" not in str(err.value)
 
 
 @pytest.mark.parametrize("damage, reason", [
