@@ -91,22 +91,22 @@ def report_state(run: Path, summary: dict | None, executed: Path | None, ended=N
     changed = score_changes(run, summary)
     if changed:
         return changed
-    if executed is not None:
-        try:
-            why = outside_record(run, summary, executed, ended)
-        except ValueError as err:
-            return f"damaged: {err}"
-        if why:
-            return "analysis ran again outside this run's record: run the analysis again"
+    if executed is None:
+        return "no executed analysis in notebooks/: run the analysis again"
+    try:
+        why = outside_record(run, summary, executed, ended)
+    except ValueError as err:
+        return f"damaged: {err}"
+    if why:
+        return "analysis ran again outside this run's record: run the analysis again"
     report = paths.report_path(run)
     if report.exists() and not report.is_file():
         return f"{report.name} is not a file: remove it, then `python -m nbutils report`"
     if not report.is_file():
         return "no report"
     record = recorded(report)
-    if record is None or executed is None or not executed.is_file():  # a report made before it recorded its inputs
-        newest = max([paths.summary_path(run).stat().st_mtime]
-                     + ([executed.stat().st_mtime] if executed is not None and executed.is_file() else []))
+    if record is None:  # a report made before reports recorded their inputs: by the files' times
+        newest = max(paths.summary_path(run).stat().st_mtime, executed.stat().st_mtime)
         return UP_TO_DATE if report.stat().st_mtime >= newest else "report older than the analysis"
     if record != inputs(run, executed):
         return "report made from another analysis (summary.json or the executed notebook changed since)"

@@ -13,7 +13,7 @@ import time
 import pandas as pd
 import pytest
 
-from nbutils import adapters, artifacts, model_files, paths, run_index, studies
+from nbutils import adapters, artifacts, freshness, model_files, paths, run_index, studies
 from nbutils.__main__ import main
 from nbutils.items import items
 from nbutils.report import ReportError, write_report
@@ -305,4 +305,17 @@ def test_a_tampered_start_time_of_the_analysis_names_it(run):
     nb.write_text(json.dumps(doc))
     with pytest.raises(ReportError, match=r"notebooks says it started at '2999-01-01T00:00:00', not a time with its "
                                           r"zone.*run the analysis again"):
+        write_report(run)
+
+
+def test_runs_and_report_agree_without_an_executed_analysis_and_on_a_report_that_recorded_nothing(run):
+    page = (run / "report.html").read_text()
+    (run / "report.html").write_text(page.replace(freshness.MARK, "x"))  # a report made before reports recorded inputs
+    os.utime(run / "report.html", (1, 1))
+    assert "report older than the analysis" in line_of(run)
+    os.utime(run / "report.html")
+    assert "report up to date" in line_of(run)
+    shutil.rmtree(run / "notebooks")
+    assert "no executed analysis" in line_of(run)
+    with pytest.raises(ReportError, match="has no executed analysis"):
         write_report(run)
