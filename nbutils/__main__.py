@@ -180,9 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(report.lines()))
             return 1 if report.failed else 0
         if args.command == "run":
+            from .model_files import resolve_params
             from .notebooks import load_yaml, run_notebook
 
-            params = load_yaml(args.param_file, None, "-f") if args.param_file else {}
+            params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
             params.update(_cli_params(args.notebook, args.params))
             out = run_notebook(args.notebook, args.output, params, args.kernel)
             print(f"executed → {out}")

@@ -3,19 +3,28 @@ it was made for, and the sha256 of its weights (part of a score file's identity,
 "already scored"). Applying it to loaded weights is ``engine.loading.adapters``."""
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
+
+from . import paths
 
 CONFIG = "adapter_config.json"
 WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
+def local_folder(adapter: str) -> Path:
+    """Where a local adapter lies: an absolute path as it is, a relative one taken from the project root
+    (``paths.root()``, where the notebooks run), whatever the working directory (a model file's own folder is tried
+    first when the sweep reads it: ``model_files``)."""
+    p = Path(adapter).expanduser()
+    return p if p.is_absolute() else paths.root() / p
+
+
 def is_local(adapter: str) -> bool:
-    """Whether ``adapter`` names a local folder (a path, or anything that exists here) rather than a hub id
-    (``owner/name``)."""
+    """Whether ``adapter`` names a local folder (a path, or anything that exists in the project root) rather than a
+    hub id (``owner/name``)."""
     return (adapter.startswith(("/", ".", "~")) or adapter.count("/") != 1 or "\\" in adapter
-            or Path(adapter).expanduser().exists())
+            or local_folder(adapter).exists())
 
 
 def check_setting(adapter) -> None:
@@ -29,6 +38,7 @@ def read_config(folder, adapter: str) -> dict:
     """The adapter's ``adapter_config.json`` from ``folder``: an error naming ``adapter`` when the folder does not
     exist, holds no config or weights, or the adapter is not a LoRA."""
     local = Path(folder).expanduser()
+    local = local if local.is_absolute() else paths.root() / local
     if not local.exists():
         raise ValueError(f"adapter: no such folder {local.absolute()}; give a folder holding a PEFT LoRA adapter "
                          f"({CONFIG} and {WEIGHTS[0]}, as peft's save_pretrained writes them) or a hub id owner/name")
@@ -43,9 +53,40 @@ def read_config(folder, adapter: str) -> dict:
     if kind != "LORA":
         raise ValueError(f"adapter: {local.absolute()} is a {kind or 'unknown'} adapter; only LoRA adapters "
                          "(peft_type LORA) can be scored here")
-    if not weight_files(local):
-        raise ValueError(f"adapter: {local.absolute()} holds no weights ({' or '.join(WEIGHTS)})")
+    check_weights(local)
     return config
+
+
+def check_weights(folder: Path) -> Path:
+    """The adapter's weights file, once it is a whole safetensors file: its header's length, its header (JSON) and its
+    size (the header's tensors end where the file ends) are checked before any model loads. A pickled ``.bin`` is
+    refused by name (unpickling can run code; peft writes safetensors by default)."""
+    files = weight_files(folder)
+    if not files:
+        raise ValueError(f"adapter: {Path(folder).absolute()} holds no weights ({WEIGHTS[0]})")
+    f = files[0]
+    if f.suffix != ".safetensors":
+        raise ValueError(f"adapter: {f} is a pickled PyTorch file; only safetensors weights are read (unpickling can "
+                         f"run code): save the adapter again with peft_model.save_pretrained(folder, "
+                         f"safe_serialization=True), which writes {WEIGHTS[0]}")
+    size = f.stat().st_size
+    again = f"it was cut short (a copy or download stopped) or is not safetensors; copy or save the adapter again"
+    with open(f, "rb") as h:
+        head = h.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n < 2 or n > size - 8:
+            raise ValueError(f"adapter: {f} is not a whole safetensors file (its {size} bytes hold no header of "
+                             f"the length it gives); {again}")
+        try:
+            header = json.loads(h.read(n))
+            ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            raise ValueError(f"adapter: {f} has a damaged safetensors header (not the JSON it should be); "
+                             f"{again}") from None
+    if 8 + n + max(ends, default=0) != size:
+        raise ValueError(f"adapter: {f} is not a whole safetensors file (its header describes "
+                         f"{8 + n + max(ends, default=0)} bytes, the file has {size}); {again}")
+    return f
 
 
 def weight_files(folder) -> list[Path]:
@@ -57,7 +98,7 @@ def weights_sha256(folder) -> str:
     """The sha256 of the adapter's weights file (what a score file records as ``adapter_sha256``)."""
     from .artifacts import sha256_file
 
-    files = weight_files(Path(folder).expanduser())
+    files = weight_files(local_folder(str(folder)))
     if not files:
         raise ValueError(f"adapter: {folder} holds no weights ({' or '.join(WEIGHTS)})")
     return sha256_file(files[0])
@@ -66,9 +107,9 @@ def weights_sha256(folder) -> str:
 def local_sha256(adapter: str | None) -> str | None:
     """The weights' sha256 of a local adapter folder that exists (None otherwise: no adapter, or a hub id, whose
     digest is known once it is downloaded)."""
-    if not adapter or not is_local(adapter) or not weight_files(Path(adapter).expanduser()):
+    if not adapter or not is_local(adapter) or not weight_files(local_folder(adapter)):
         return None
-    return weights_sha256(adapter)
+    return weights_sha256(local_folder(adapter))
 
 
 def check_base(config: dict, adapter: str, model: str, names: tuple[str, ...] = ()) -> None:

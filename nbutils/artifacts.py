@@ -190,6 +190,12 @@ def read_json(path: str | Path) -> dict:
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}): it was cut "
                          "short or edited; restore it or regenerate what wrote it") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a JSON file: move or remove it, then regenerate what writes "
+                         "it") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text (JSON): it was damaged or replaced; restore it or regenerate "
+                         "what wrote it") from None
 
 
 def read_summary(path: str | Path) -> dict:
@@ -283,6 +289,10 @@ def set_aside_scores(run_dir, only: list[Path] | None = None) -> list[Path]:
     if not files:
         return []
     dest = paths.stale_dir(run_dir, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ"))
+    blocked = next((p for p in (dest.parent, *dest.parent.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:  # nothing is moved: the scores stay where they are
+        raise ValueError(f"run_dir: {blocked} is a file, so score files cannot be set aside in "
+                         f"{paths.stale_dir(run_dir, '')}; move or remove that file, then run again")
     dest.mkdir(parents=True, exist_ok=True)
     moved = []
     for f in files:

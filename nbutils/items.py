@@ -44,6 +44,20 @@ def design_columns(run_dir, study: studies.Study, data: pd.DataFrame) -> list[st
     return [c for c in dict.fromkeys(cols) if c in data.columns]
 
 
+def _study_of(run_dir) -> studies.Study:
+    """The study of the run ``run_dir`` names; a ValueError naming ``run_dir`` when it is missing, a file, or a folder
+    holding no study's dataset."""
+    run = paths.resolve(run_dir)
+    if not run.is_dir():
+        raise ValueError(f"run_dir: {run} " + ("is a file, not a run directory; give the folder that holds the run"
+                         if run.exists() else "does not exist") + "; `python -m nbutils runs` lists the runs there are")
+    if not any(paths.dataset_path(run, s.dataset_file).exists() for s in studies.REGISTRY.values()):
+        raise ValueError(f"run_dir: {run} holds no study's dataset (none of "
+                         f"{sorted({s.dataset_file for s in studies.REGISTRY.values()})}), so it is not a run directory; "
+                         f"`python -m nbutils runs {run}` lists the runs below it")
+    return studies.for_run(run)
+
+
 def items(run_dir, model: str | None = None, *, study: str | None = None, include_limited: bool = True) -> pd.DataFrame:
     """One row per scored item and model (see the module's docstring for the columns), in the dataset's order.
 
@@ -51,7 +65,7 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     registered study (default: the one whose dataset the run holds). ``include_limited``: quick-look runs made with
     ``limit`` too (their rows are the sample they were planned on).
     """
-    record = studies.get(study) if study else studies.for_run(run_dir)
+    record = studies.get(study) if study else _study_of(run_dir)
     spec = record.spec
     joined = load_scores(run_dir, spec, include_limited=include_limited)
     models = list(dict.fromkeys(joined["model"]))

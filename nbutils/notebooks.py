@@ -148,8 +148,7 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
         paths.check_model_folder(params["model"], paths.root())  # before a kernel starts (it runs in the root)
     adapter = params.get("adapter")
     if isinstance(adapter, str) and adapter and adapters.is_local(adapter):
-        local = Path(adapter).expanduser()
-        adapters.read_config(local if local.is_absolute() else paths.root() / local, adapter)
+        adapters.read_config(adapters.local_folder(adapter), adapter)
     declared = parameters.declared(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
     record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)

@@ -107,6 +107,7 @@ def model_slug(model: str) -> str:
     """
     name = str(model).rstrip("/")
     local = Path(name).expanduser()
+    local = local if local.is_absolute() else root() / local  # where the notebooks run, whatever the cwd
     if ("/" in name or name.startswith(".")) and local.exists():
         where = local.resolve()
         try:

@@ -151,6 +151,11 @@ def check_version(summary: Mapping, source) -> dict:
     if version == SCHEMA_VERSION:
         return dict(summary)
     made = "without a schema_version" if version is None else f"with schema_version {version!r}"
+    if version is not None and (type(version) is not int or version > SCHEMA_VERSION):
+        raise SummaryVersionError(
+            f"{source} has schema_version {version!r}, not one this version of the suite reads (it writes the whole "
+            f"number {SCHEMA_VERSION}): the file was edited, or made by a newer version of the suite; run the analysis "
+            "again (the study's 03_analyze notebook, or `python -m nbutils run` on it) to write it in this layout")
     raise SummaryVersionError(
         f"{source} was made by an older version of the suite ({made}; this version reads schema_version "
         f"{SCHEMA_VERSION}): run the analysis again (the study's 03_analyze notebook, or `python -m nbutils run` "

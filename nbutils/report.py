@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, paths, runlock, studies
+from . import artifacts, freshness, paths, runlock, studies
 from markupsafe import Markup
 
 from .headline import table_rows
@@ -57,9 +57,13 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
 def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | None) -> Path:
     record = _study(run, study)
     analyze = record.notebooks["analyze"]
-    nb = _read(_executed(run, analyze), analyze, run)
+    out = paths.report_path(run)
+    if out.exists() and not out.is_file():
+        raise ReportError(f"report: {out} is a folder, not a file, so the report cannot be written there; move or "
+                          f"remove it (`rm -r {out}`), then run `python -m nbutils report {run}` again")
+    nb = _read(executed := _executed(run, analyze), analyze, run)
     summary = _summary(run, analyze)
-    _fresh(run, analyze, nb, summary)
+    _fresh(run, analyze, nb, summary, executed)
     alerts = _input_changes(run, analyze, summary, nb)
     cells = list(nb.cells)
     title_cell = cells.pop(0) if cells and cells[0].cell_type == "markdown" else None
@@ -91,7 +95,7 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     title = f"{record.name}: {', '.join(models) or 'no model'} · run {run.name}"
     html = page(title, top, _about(run, record.name, nb, summary), alerts, toc,
                 [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)], items)
-    out = paths.report_path(run)
+    html = freshness.stamp(html, freshness.inputs(run, executed))  # what `runs` and a re-run compare with
     artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
 
@@ -312,17 +316,16 @@ def ran_by(nb) -> dict:
     return nb.metadata.get("papermill") or nb.metadata.get("nbutils") or {}
 
 
-def _fresh(run: Path, analyze: str, nb, summary: dict) -> None:
-    """Refuse an executed analysis older than the run's ``summary.json``: the analysis ran again since (in JupyterLab,
-    say) and the page would show the earlier one's tables beside the newer results."""
-    made, ended = summary.get("analysed"), ran_by(nb).get("end_time")
-    if not made or not ended:
-        return
-    if datetime.fromisoformat(made) > datetime.fromisoformat(ended):
-        raise ReportError(f"report: {paths.summary_path(run)} was written at {made}, after the executed analysis in "
-                          f"{run / 'notebooks'} ended ({ended}): the analysis ran again outside this run's record. Run "
-                          f"`python -m nbutils run {analyze} -p run_dir {run}` (it writes both and the report), or run "
-                          "the notebook to its end in JupyterLab (its last cell writes the report)")
+def _fresh(run: Path, analyze: str, nb, summary: dict, executed: Path) -> None:
+    """Refuse an executed analysis older than the run's ``summary.json`` (``freshness.outside_record``): the analysis
+    ran again since (in JupyterLab, say) and the page would show the earlier one's tables beside the newer results."""
+    try:
+        why = freshness.outside_record(run, summary, executed, ran_by(nb).get("end_time"))
+    except ValueError as err:
+        raise ReportError(f"report: {err}") from None
+    if why:
+        raise ReportError(f"report: {why}. Run `python -m nbutils run {analyze} -p run_dir {run}` (it writes both and "
+                          "the report), or run the notebook to its end in JupyterLab (its last cell writes the report)")
 
 
 def _summary(run: Path, analyze: str) -> dict:
@@ -351,7 +354,11 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
             alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
                           f"no longer in it; {again}.")
         ran = ran_by(nb).get("start_time")
-        newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
+        try:
+            newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
+        except (ValueError, TypeError):
+            raise ReportError(f"report: the executed analysis in {paths.notebooks_dir(run)} says it started at {ran!r}, "
+                              f"not a time with its zone: it was edited; {again}") from None
         if newer:
             alerts.append(f"score files written after this analysis ran ({', '.join(newer)}): {again}.")
         return alerts

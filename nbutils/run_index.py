@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from pathlib import Path
 
-from . import artifacts, paths, studies
+from . import artifacts, freshness, paths, studies
 from .records import SummaryVersionError
 from .results import fmt_num, fmt_p, headline_records
-from .runstore import score_inventory
+from .runstore import load_scores, score_inventory
 
 
 
@@ -22,7 +23,7 @@ def run_dirs(folder) -> list[Path]:
     own folders not searched)."""
     top = paths.resolve(folder)
     if not top.is_dir():
-        raise ValueError(f"DIR: {top} is not a folder")
+        raise ValueError(f"DIR: {escape(top)} is not a folder")
     names = {s.dataset_file for s in studies.REGISTRY.values()}
     skip = {f(top).name for f in (paths.notebooks_dir, paths.scores_dir, paths.tables_dir, paths.figures_dir,
                                   paths.logs_dir)}  # a run's own folders
@@ -53,60 +54,92 @@ def _headline(summary: dict) -> str:
     return f"{who}: {r.get('test')} {est}, {p}" + (f" (+{len(recs) - 1} more)" if len(recs) > 1 else "")
 
 
-def _analysed(run: Path, study: studies.Study) -> str | None:
-    """When the study's analysis ended, as papermill recorded it in the executed notebook."""
-    nb = paths.executed_notebook(run, study.notebooks["analyze"])
+def escape(text) -> str:
+    """``text`` safe to print on one line of a terminal: every control character (escape sequences, newlines,
+    carriage returns, DEL, C1 controls) and every backslash shown as a Python escape, so no name can colour the
+    terminal, set its title or start a line of its own."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if c == "\\" or unicodedata.category(c) in ("Cc", "Cf")
+                   or c in "\u2028\u2029" else c for c in str(text))
+
+
+def _executed(run: Path, study: studies.Study) -> Path | None:
+    """The study's executed analysis in the run, as the report takes it: its own file, else the shared old name."""
+    nb = study.notebooks["analyze"]
+    return next((p for p in (paths.executed_notebook(run, nb), paths.legacy_executed_notebook(run, nb)) if p.is_file()),
+                None)
+
+
+def _ended(executed: Path | None) -> tuple[str | None, str | None]:
+    """When the executed analysis ended (papermill's record, or its own last cell's), and a problem reading it."""
+    if executed is None:
+        return None, None
     try:
-        end = json.loads(nb.read_text(encoding="utf-8"))["metadata"]["papermill"]["end_time"]
-    except (OSError, ValueError, KeyError, TypeError):
+        meta = json.loads(executed.read_text(encoding="utf-8"))["metadata"]
+        end = (meta.get("papermill") or meta.get("nbutils") or {}).get("end_time")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, f"{executed.name} is not a whole notebook (cut short or edited)"
+    return (end if isinstance(end, str) else None), None
+
+
+def _scores_problem(run: Path, study: studies.Study, inv) -> str | None:
+    """Why the run's score files cannot be read as they are (a damaged dataset or sidecar, a score file edited, cut
+    short or with NaN scores), by the checks every analysis applies (``runstore.load_scores``); None when they can."""
+    bad = [f"{r.file}: {r.why if isinstance(r.why, str) else r.status}" for r in inv.itertuples()
+           if r.status in ("edited", "unreadable")]
+    if not bad and not inv["status"].isin(["ok", "limited"]).any():
         return None
-    return end[:16].replace("T", " ") + " UTC" if isinstance(end, str) else None
-
-
-def _report_state(run: Path, summary: dict | None) -> str:
-    """``up to date``, or what makes the report out of date (no analysis, no report, older than the analysis,
-    score files changed since the analysis read them)."""
-    report, spath = paths.report_path(run), paths.summary_path(run)
-    if summary is None:
-        return "not analysed"
-    recorded = (summary.get("inputs") or {}).get("score_files")
-    if recorded is not None:
-        now = {p.name: p for p in paths.analysable_score_files(run)}
-        if set(now) != set(recorded) or any(artifacts.sha256_file(now[n]) != s for n, s in recorded.items()):
-            return "scores changed since the analysis"
-    if not report.is_file():
-        return "no report"
-    if report.stat().st_mtime < spath.stat().st_mtime:
-        return "report older than the analysis"
-    return "up to date"
+    try:
+        df = load_scores(run, study.spec, include_limited=True)
+    except ValueError as err:
+        return bad[0] if bad else str(err)
+    bad += [f"{r['file']}: {r.get('why') or r['status']}" for r in df.attrs.get("excluded", [])
+            if r.get("status") in ("edited", "unreadable") and f"{r['file']}:" not in " ".join(bad)]
+    return "; ".join(bad) or None
 
 
 def describe(run: Path) -> dict:
-    """One run's line of the index, as a record."""
+    """One run's line of the index, as a record. A run whose summary, dataset sidecar or score files fail the checks
+    their readers apply is ``damaged``, with the reason, never listed as scored or as not analysed."""
     try:
         study = studies.for_run(run)
     except ValueError as err:
         return {"run": str(run), "study": "?", "models": "", "items": None, "analysed": None, "headline": str(err),
                 "report": "-"}
     side = paths.sidecar(paths.dataset_path(run, study.dataset_file))
+    damaged, rows = [], None
     try:
-        rows = artifacts.read_json(side).get("rows") if side.is_file() else None
-    except ValueError:
-        rows = None
+        rows = artifacts.read_json(side).get("rows") if side.exists() else None
+    except (ValueError, AttributeError) as err:
+        damaged.append(f"dataset sidecar: {err}")
     inv = score_inventory(run, study.spec)
-    models = [f"{r.model}" + ("" if r.status == "ok" else f" ({r.status})")
-              for r in inv.itertuples() if r.status in ("ok", "limited", "stale", "edited", "incomplete")]
-    try:
-        summary = artifacts.read_summary(paths.summary_path(run)) if paths.summary_path(run).is_file() else None
-    except SummaryVersionError:
-        return {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,
-                "analysed": _analysed(run, study), "report": "-",
-                "headline": "summary.json made by an older version of the suite: run the analysis again"}
-    except ValueError:
-        summary = None
-    return {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,
-            "analysed": _analysed(run, study) if summary else None,
-            "headline": _headline(summary) if summary else "-", "report": _report_state(run, summary)}
+    if not damaged and (problem := _scores_problem(run, study, inv)):
+        damaged.append(f"scores: {problem}")
+    said = " ".join(damaged)
+    models = [f"{r.model}" + (" (damaged)" if f"{r.file}:" in said else "" if r.status == "ok" else f" ({r.status})")
+              for r in inv.itertuples() if r.status in ("ok", "limited", "stale", "incomplete", "edited")]
+    executed = _executed(run, study)
+    ended, nb_problem = _ended(executed)
+    spath, summary, headline = paths.summary_path(run), None, "-"
+    if spath.exists():
+        try:
+            summary = artifacts.read_summary(spath)
+        except SummaryVersionError as err:
+            headline = ("summary.json made by an older version of the suite: run the analysis again"
+                        if "older version" in str(err) else str(err))
+        except (ValueError, OSError) as err:
+            damaged.append(f"summary: {err}")
+    if summary is not None and nb_problem:
+        damaged.append(f"executed analysis: {nb_problem}")
+    state = freshness.report_state(run, summary, executed, ended) if summary is not None else (
+        "-" if spath.exists() else "not analysed")
+    if state.startswith("damaged: "):
+        damaged.append(state.removeprefix("damaged: "))
+    out = {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,
+           "analysed": (ended[:16].replace("T", " ") + " UTC") if summary and ended else None,
+           "headline": _headline(summary) if summary else headline, "report": state, "damaged": damaged}
+    if damaged:
+        out.update(report="damaged", headline="damaged: " + "; ".join(damaged))
+    return out
 
 
 def index_lines(folder) -> list[str]:
@@ -114,13 +147,13 @@ def index_lines(folder) -> list[str]:
     top = paths.resolve(folder)
     runs = run_dirs(top)
     if not runs:
-        return [f"no run directories below {top}"]
+        return [escape(f"no run directories below {top}")]
     out = []
     for run in runs:
         d = describe(run)
         name = os.path.relpath(run, top) if run != top else run.name
-        items = "?" if d["items"] is None else f"{d['items']:,} items"
-        out.append(f"{name}  [{d['study']}]  {items} · {d['models']} · analysed {d['analysed'] or '-'} · "
-                   f"report {d['report']}")
-        out.append(f"    {d['headline']}")
+        items = f"{d['items']:,} items" if type(d["items"]) is int else "?"
+        out.append(escape(f"{name}  [{d['study']}]  {items} · {d['models']} · analysed {d['analysed'] or '-'} · "
+                          f"report {d['report']}"))
+        out.append("    " + escape(d["headline"]))
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from . import adapters, paths
@@ -191,6 +192,10 @@ def validate(s: ScoreSettings) -> None:
                          f"local folder, got {s.model!r}")
     if s.revision is not None and not isinstance(s.revision, str):
         raise ValueError(f"revision: must be a branch, tag or commit (text) or None, got {s.revision!r}")
+    if s.revision is not None and s.model in EMBEDDED:
+        raise ValueError(f"revision: {s.model!r} is an embedded model (a GGUF file shipped in a Python package), which "
+                         f"has no revisions, so revision {s.revision!r} cannot be honoured; leave revision out, or "
+                         "score a hub model (owner/name) at that revision")
     adapters.check_setting(s.adapter)
     if s.adapter and (s.quantization in ("8bit", "4bit") or s.masked):
         raise ValueError("adapter: a LoRA is merged into a causal LM's full-precision weights; use quantization: "
@@ -218,9 +223,14 @@ def validate(s: ScoreSettings) -> None:
         raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
     check_choice("pll_variant", s.pll_variant, PLL_VARIANTS)
     if s.model not in EMBEDDED:
-        paths.check_model_folder(s.model)  # last: every other value is said first, without a look at the disk
+        paths.check_model_folder(s.model, paths.root())  # last: every other value is said first, without a look at the disk
+        local = Path(s.model).expanduser()
+        if s.revision is not None and (local if local.is_absolute() else paths.root() / local).is_dir():
+            raise ValueError(f"revision: {s.model!r} is a local folder, which has no revisions, so revision "
+                             f"{s.revision!r} cannot be honoured; leave revision out, or check out that revision into "
+                             "the folder (or score the hub id owner/name at that revision)")
     if s.adapter and adapters.is_local(s.adapter):  # a hub id is checked once downloaded, at load
-        adapters.check_base(adapters.read_config(s.adapter, s.adapter), s.adapter, s.model, s.base_names)
+        adapters.check_base(adapters.read_config(adapters.local_folder(s.adapter), s.adapter), s.adapter, s.model, s.base_names)
 
 
 # ---------------------------------------------------------------- the one rule for "is this the same scoring?"

@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, executors, paths, runlock, runstore, score_settings, studies
+from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, studies
 from .notebooks import Progress as _Progress
 from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
@@ -113,11 +113,11 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
     run = paths.check_run_dir(run_dir)  # a file, the root, an empty path or a name too long are refused there
     # every parameter file is checked against its notebook before anything runs
-    ds = load_yaml(dataset, None, "dataset")
+    ds = model_files.resolve_params(load_yaml(dataset, None, "dataset"), dataset)
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
     model_params = []
     for m in models:
-        p = load_yaml(m, None, "model")
+        p = model_files.resolve_params(load_yaml(m, None, "model"), m)  # its paths: one rule (model_files)
         check_parameters(nbs["score"], p, f"model {m}", fixed=("run_dir", "study")
                          + (("shard_index", "num_shards") if executor != "local" else ()))
         if "model" not in p:

@@ -90,6 +90,29 @@ PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+in_use() {  # in_use PORT: something on this host listens on it
+  if command -v ss >/dev/null 2>&1; then
+    ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
+
+check_setup() {  # before anything is written or started: what slurm.conf cannot hold, ports another program holds
+  case "$DIR" in
+    *[[:space:]]*|*'#'*|*'='*|*'"'*|*"'"*)
+      die "SLURM_LOCAL_DIR: '$DIR' has a space, '#', '=' or a quote, which slurm.conf cannot hold in a path; set SLURM_LOCAL_DIR to a folder without them (e.g. SLURM_LOCAL_DIR=/tmp/nbutils-slurm $0 start)" ;;
+  esac
+  case "$PORT" in
+    ''|*[!0-9]*) die "SLURM_LOCAL_PORT: '$PORT' is not a port number (1024-65534)" ;;
+  esac
+  [ "$PORT" -ge 1024 ] && [ "$PORT" -le 65534 ] || die "SLURM_LOCAL_PORT: $PORT is not in 1024-65534"
+  for p in "$PORT" "$((PORT + 1))"; do
+    in_use "$p" && die "port $p is in use by another program (slurmctld takes SLURM_LOCAL_PORT=$PORT, slurmd the next one); choose free ones: SLURM_LOCAL_PORT=<port> $0 start"
+  done
+  return 0
+}
+
 start() {
   if [ -f "$CONF" ] && ! head -1 "$CONF" | grep -qxF "$MARK"; then
     die "$CONF exists and was not written by this script: it is left as it is (choose another SLURM_LOCAL_DIR)"
@@ -97,6 +120,7 @@ start() {
   if alive slurmctld && alive slurmd; then
     say "already running ($DIR)"
   else
+    alive slurmctld || alive slurmd || check_setup
     for d in munged slurmctld slurmd; do
       if ! alive "$d" && [ -f "$DIR/run/$d.pid" ]; then rm -f "$DIR/run/$d.pid"; fi
     done

@@ -26,7 +26,8 @@ def test_the_settings_the_sweep_and_the_run_store_import_no_torch():
 def _adapter(folder, weights: bytes):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "base_model_name_or_path": "org/m"}))
-    (folder / "adapter_model.safetensors").write_bytes(weights)
+    header = json.dumps({"__metadata__": {"weights": weights.decode()}}).encode()  # a whole safetensors file
+    (folder / "adapter_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
     return str(folder)
 
 

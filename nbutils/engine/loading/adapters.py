@@ -13,7 +13,7 @@ from ... import adapters
 def adapter_folder(adapter: str, revision: str | None = None) -> Path:
     """The local folder of ``adapter``: itself when it is a path, else the hub snapshot of its adapter files."""
     if adapters.is_local(adapter):
-        return Path(adapter).expanduser()
+        return adapters.local_folder(adapter)
     from huggingface_hub import snapshot_download
 
     try:
@@ -31,9 +31,7 @@ def check_shapes(net: torch.nn.Module, folder: Path, adapter: str) -> int:
     adapted layers."""
     from safetensors import safe_open
 
-    files = adapters.weight_files(folder)
-    if files[0].suffix != ".safetensors":
-        return -1  # a pickled adapter: peft's own load checks it
+    files = [adapters.check_weights(folder)]
     layers: dict[str, dict[str, tuple]] = {}
     with safe_open(str(files[0]), framework="pt") as f:
         for key in f.keys():

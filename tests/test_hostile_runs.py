@@ -1,0 +1,321 @@
+"""Hostile inputs to the run index, the report's freshness, adapter paths and weights, and the error messages of the
+commands a new user meets first: every case names the file or setting and the fix, and nothing reads as what it is
+not (a damaged run as scored, a copied report as out of date, a forged line as a run)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from nbutils import adapters, artifacts, freshness, model_files, paths, run_index, studies
+from nbutils.__main__ import main
+from nbutils.items import items
+from nbutils.report import ReportError, write_report
+from nbutils.score_settings import ScoreSettings
+from test_report import executed, code  # an executed analysis as papermill leaves it
+
+ROOT = paths.repo_root()
+SAMPLE = ROOT / "outputs" / "samples" / "monotonicity"
+CONTROL = ROOT / "params" / "models" / "smollm2-135m-upward-control.yaml"
+SPEC = studies.get("monotonicity").spec
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """A copy of the monotonicity sample with an executed analysis, its summary and its report."""
+    run = tmp_path_factory.mktemp("reported") / "run"
+    shutil.copytree(SAMPLE, run)
+    executed(run, [code("1")])
+    write_report(run)
+    return run
+
+
+@pytest.fixture()
+def run(reported, tmp_path):
+    dst = tmp_path / "run"
+    shutil.copytree(reported, dst)
+    return dst
+
+
+def line_of(run) -> str:
+    lines = run_index.index_lines(run.parent)
+    assert len(lines) == 2, lines
+    return lines[0] + "\n" + lines[1]
+
+
+# ---------------------------------------------------------------- runs: safe names, damaged runs said
+
+def test_control_characters_in_a_run_name_are_escaped_one_line_per_run(reported, tmp_path):
+    for name in ("evil\x1b]0;PWNED\x07\x1b[31m", "two\nforged  [monotonicity]  1 items · x · report up to date"):
+        top = tmp_path / "top"
+        shutil.rmtree(top, ignore_errors=True)
+        shutil.copytree(reported, top / name)
+        lines = run_index.index_lines(top)
+        assert len(lines) == 2 and not any(ch in "".join(lines) for ch in "\x1b\x07\n\r"), lines
+        assert lines[0].startswith(run_index.escape(name) + "  [monotonicity]") and "\\x1b" in run_index.escape(name + "\x1b"), lines
+    assert run_index.escape("a\\b\u202ec\x85") == "a\\\\b\\u202ec\\x85"
+    missing = tmp_path / "no\x1b]0;PWNED\x07such"
+    with pytest.raises(ValueError, match=r"^DIR: .*no\\x1b\]0;PWNED\\x07such is not a folder") as err:
+        run_index.index_lines(missing)
+    assert "\x1b" not in str(err.value)
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda r: (r / "summary.json").write_text('{"schema_version": 1, "rec'), "summary.json is not valid JSON"),
+    (lambda r: ((r / "summary.json").unlink(), (r / "summary.json").mkdir()), "summary.json is a folder"),
+    (lambda r: (r / "prompts.json").write_text("{"), "prompts.json is not valid JSON"),
+])
+def test_a_run_no_reader_can_open_is_listed_as_damaged_with_the_reason(run, damage, reason):
+    damage(run)
+    text = line_of(run)
+    assert "report damaged" in text and reason in text and "not analysed" not in text, text
+
+
+def test_nan_scores_are_damaged_not_scored(run):
+    score = next(run.glob("scores/*.parquet"))
+    df = pd.read_parquet(score)
+    df.loc[0, [c for c in df.columns if c.startswith("logp")][0]] = float("nan")
+    artifacts.write_parquet(df, score)  # the sidecar's sha256 updated too: a careful edit
+    side = artifacts.read_json(paths.sidecar(score))
+    artifacts.write_json(dict(side, scores_sha256=artifacts.sha256_file(score)), paths.sidecar(score))
+    text = line_of(run)
+    assert "report damaged" in text and f"{score.stem}.json: edited" in text and "NaN" in text, text
+    assert f"{score.stem} (damaged)" in text, text
+
+
+# ---------------------------------------------------------------- freshness by content, one rule for runs and report
+
+def test_a_copy_stays_up_to_date_and_a_clock_cannot_wedge_it(run, tmp_path):
+    assert "report up to date" in line_of(run)
+    copy = tmp_path.parent / f"{tmp_path.name}-copy" / "run"
+    shutil.copytree(run, copy)  # new mtimes, same contents
+    os.utime(copy / "report.html", (1, 1))
+    assert "report up to date" in line_of(copy)
+    future = time.time() + 10 * 365 * 86400
+    os.utime(run / "summary.json", (future, future))
+    write_report(run)
+    assert "report up to date" in line_of(run)
+    summary = artifacts.read_json(run / "summary.json")
+    artifacts.write_json(dict(summary, records=[]) | {"note": "other"}, run / "summary.json")
+    assert "report made from another analysis" in line_of(run)
+
+
+def test_runs_and_report_agree_on_an_analysis_run_outside_the_record(run):
+    summary = artifacts.read_json(run / "summary.json")
+    artifacts.write_json(dict(summary, analysed="3000-01-01T00:00:00+00:00"), run / "summary.json")
+    assert "outside this run's record" in line_of(run)
+    with pytest.raises(ReportError, match="outside this run's record"):
+        write_report(run)
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2999-01-01T00:00:00", 5])
+def test_a_tampered_analysed_time_names_the_file(run, value):
+    summary = artifacts.read_json(run / "summary.json")
+    artifacts.write_json(dict(summary, analysed=value), run / "summary.json")
+    with pytest.raises(ReportError, match=r"summary\.json: its `analysed` time is .*not a time with its zone"):
+        write_report(run)
+    assert "damaged" in line_of(run) and "summary.json" in line_of(run)
+
+
+def test_a_report_that_is_a_folder_and_a_stale_folder_that_is_a_file(run):
+    (run / "report.html").unlink()
+    (run / "report.html").mkdir()
+    with pytest.raises(ReportError, match=r"report\.html is a folder.*rm -r"):
+        write_report(run)
+    (run / "scores" / ".stale").write_text("x")
+    before = sorted(p.name for p in (run / "scores").iterdir())
+    with pytest.raises(ValueError, match=r"scores/\.stale is a file.*move or remove"):
+        artifacts.set_aside_scores(run)
+    assert sorted(p.name for p in (run / "scores").iterdir()) == before
+
+
+# ---------------------------------------------------------------- messages that name the file and the fix
+
+def test_show_on_a_missing_folder_a_file_and_a_folder_without_a_run(tmp_path, capsys):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "f.txt").write_text("x")
+    for target, said in (("nope", "does not exist"), ("f.txt", "is a file"), ("plain", "holds no study's dataset")):
+        with pytest.raises(ValueError, match=f"^run_dir: .*{target}.* {said}") as err:
+            items(tmp_path / target)
+        assert "study=" not in str(err.value)
+        assert main(["show", str(tmp_path / target)]) == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version, said", [("1", "not one this version of the suite reads"),
+                                           (99, "not one this version of the suite reads"),
+                                           (None, "older version")])
+def test_a_schema_version_of_another_kind_is_not_called_older(tmp_path, version, said):
+    from nbutils.records import SummaryVersionError
+
+    path = tmp_path / "summary.json"
+    artifacts.write_json({"schema_version": version} if version is not None else {}, path)
+    with pytest.raises(SummaryVersionError, match=said) as err:
+        artifacts.read_summary(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_revision_no_model_can_honour_is_refused_naming_it(tiny_model_dir):
+    with pytest.raises(ValueError, match="^revision: 'smollm2-135m-instruct' is an embedded model.*'deadbeef'"):
+        ScoreSettings(model="smollm2-135m-instruct", revision="deadbeef")
+    with pytest.raises(ValueError, match="^revision: .* is a local folder, which has no revisions.*'main'"):
+        ScoreSettings(model=str(tiny_model_dir), revision="main")
+    assert ScoreSettings(model=str(tiny_model_dir)).revision is None
+
+
+def _adapter_copy(tmp_path) -> tuple:
+    folder = tmp_path / "lora"
+    shutil.copytree(ROOT / "adapters" / "smollm2-135m-upward-control", folder)
+    return folder, folder / adapters.WEIGHTS[0]
+
+
+def test_adapter_weights_are_checked_before_any_model_loads(tmp_path):
+    folder, weights = _adapter_copy(tmp_path)
+    assert adapters.check_weights(folder) == weights
+    data = weights.read_bytes()
+    for bad, said in ((data[:len(data) // 2], "not a whole safetensors file"), (data[:5], "not a whole safetensors"),
+                      (b"\x10\x00\x00\x00\x00\x00\x00\x00" + b"not json at all!" + b"0" * 64, "damaged safetensors header"),
+                      (b"\x80\x04\x95" + data[3:], "not a whole safetensors")):  # a pickle named .safetensors
+        weights.write_bytes(bad)
+        with pytest.raises(ValueError, match=f"^adapter: {weights}.*{said}.*again"):
+            adapters.read_config(folder, str(folder))
+    weights.unlink()
+    (folder / "adapter_model.bin").write_bytes(b"\x80\x04\x95 a pickle")
+    with pytest.raises(ValueError, match=r"^adapter: .*adapter_model\.bin is a pickled PyTorch file.*safe_serialization"):
+        ScoreSettings(model="smollm2-135m-instruct", adapter=str(folder), quantization="none")
+
+
+def test_slurm_local_checks_its_folder_and_ports_before_starting(tmp_path):
+    script = ROOT / "scripts" / "slurm_local.sh"
+    r = subprocess.run(["bash", str(script), "start"], env=dict(os.environ, SLURM_LOCAL_DIR=str(tmp_path / "a b")),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "SLURM_LOCAL_DIR" in r.stderr and "a b" in r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, SLURM_LOCAL_DIR=str(tmp_path / "slurm"), SLURM_LOCAL_PORT=str(port)))
+    assert r.returncode == 1 and f"port {port} is in use" in r.stderr and not (tmp_path / "slurm").exists()
+
+
+# ---------------------------------------------------------------- one rule for a model file's paths
+
+def test_the_control_adapter_resolves_the_same_from_any_folder(tmp_path, monkeypatch):
+    params = yaml_params(CONTROL)
+    seen = set()
+    for cwd in (ROOT, tmp_path):
+        monkeypatch.chdir(cwd)
+        p = model_files.resolve_params(params, CONTROL)
+        s = ScoreSettings.of_model_file(SPEC, p)
+        seen.add((p["adapter"], s.slug, adapters.local_sha256(p["adapter"])))
+    assert len(seen) == 1 and next(iter(seen))[2] is not None, seen
+
+
+def yaml_params(path) -> dict:
+    from nbutils.notebooks import load_yaml
+
+    return load_yaml(path, None, "model")
+
+
+def test_a_path_beside_the_model_file_comes_first_and_is_recorded_from_the_root(tmp_path, monkeypatch):
+    inside = ROOT / "outputs" / f".test-model-files-{os.getpid()}"
+    try:
+        folder, _ = _adapter_copy(inside)
+        mfile = inside / "m.yaml"
+        mfile.write_text("model: smollm2-135m-instruct\nadapter: lora\n")
+        monkeypatch.chdir(tmp_path)
+        p = model_files.resolve_params(yaml_params(mfile), mfile)
+        assert p["adapter"] == f"outputs/{inside.name}/lora" and adapters.local_folder(p["adapter"]) == folder
+        assert model_files.resolve_params({"adapter": "owner/name"}, mfile)["adapter"] == "owner/name"
+        (tmp_path / "data.csv").write_text("q,a\n")  # outside the project: recorded as an absolute path
+        dfile = tmp_path / "d.yaml"
+        assert model_files.resolve_params({"data_file": "data.csv"}, dfile)["data_file"] == str(tmp_path / "data.csv")
+        assert model_files.resolve_params({"data_file": "params/x.csv"}, dfile)["data_file"] == "params/x.csv"
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
+
+
+@pytest.fixture()
+def lora_in_the_project(tiny_model_dir):
+    """A LoRA adapter for the tiny model inside the project (so a model file names it from the project root), made
+    with peft, removed afterwards; and a function writing other weights into the same folder."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    inside = ROOT / "outputs" / f".test-lora-{os.getpid()}"
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+    def make(seed):
+        torch.manual_seed(seed)
+        cfg = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], init_lora_weights=False, lora_dropout=0.0)
+        model = get_peft_model(base, cfg)
+        model.save_pretrained(inside / "lora")
+        model.unload()
+
+    make(0)
+    yield inside / "lora", make
+    shutil.rmtree(inside, ignore_errors=True)
+
+
+@pytest.mark.notebooks  # three sweeps of the tiny model through papermill: about 45 s
+def test_a_sweep_from_outside_the_root_skips_what_it_scored_and_sets_aside_a_changed_adapter(
+        tmp_path, monkeypatch, tiny_model_dir, lora_in_the_project, capsys):
+    from nbutils.sweep import run_sweep
+
+    lora, make = lora_in_the_project
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "d.yaml").write_text("concepts: ['more than 1/2', 'less than 1/2']\nconditions: [concept_learning, "
+                                      "explicit]\nprompts_per_concept: 2\nn_examples: 4\nseed: 0\n")
+    (elsewhere / "m.yaml").write_text(f"model: {tiny_model_dir}\nadapter: {lora.relative_to(ROOT).as_posix()}\n"
+                                      "quantization: none\ndtype: float32\ndevice: cpu\nchat_template: never\n")
+    (elsewhere / "s.yaml").write_text(f"study: monotonicity\nrun_dir: {tmp_path / 'run'}\ndataset: "
+                                      f"{elsewhere / 'd.yaml'}\nmodels: [{elsewhere / 'm.yaml'}]\n"
+                                      "analyze: {n_boot: 20, use_r: false}\n")
+    monkeypatch.chdir(elsewhere)  # outside the project: its relative paths are still the project root's
+    first = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert len(first.scored) == 1 and not first.failed, first.lines()
+    slug = first.scored[0]
+    side = artifacts.read_json(paths.sidecar(paths.score_file(tmp_path / "run", slug, 2)))
+    assert side["adapter"] == lora.relative_to(ROOT).as_posix()
+    assert side["adapter_sha256"] == artifacts.sha256_file(lora / adapters.WEIGHTS[0])
+    again = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert again.skipped == [slug] and not again.scored and not again.failed, again.lines()
+    make(1)  # other weights in the same folder
+    changed = run_sweep(elsewhere / "s.yaml", limit=2)
+    assert changed.scored == [slug] and not changed.failed, changed.lines()
+    assert "scored before with other settings" in capsys.readouterr().out
+    moved = paths.stale_sidecars(tmp_path / "run")
+    assert [artifacts.read_json(p)["adapter_sha256"] for p in moved] == [side["adapter_sha256"]]
+
+
+def test_a_tampered_start_time_of_the_analysis_names_it(run):
+    summary = artifacts.read_json(run / "summary.json")
+    artifacts.write_json(dict(summary, inputs={}), run / "summary.json")  # an analysis that recorded no score files
+    nb = paths.executed_notebook(run, studies.get("monotonicity").notebooks["analyze"])
+    doc = json.loads(nb.read_text())
+    doc["metadata"]["papermill"]["start_time"] = "2999-01-01T00:00:00"  # no zone
+    nb.write_text(json.dumps(doc))
+    with pytest.raises(ReportError, match=r"notebooks says it started at '2999-01-01T00:00:00', not a time with its "
+                                          r"zone.*run the analysis again"):
+        write_report(run)
+
+
+def test_runs_and_report_agree_without_an_executed_analysis_and_on_a_report_that_recorded_nothing(run):
+    page = (run / "report.html").read_text()
+    (run / "report.html").write_text(page.replace(freshness.MARK, "x"))  # a report made before reports recorded inputs
+    os.utime(run / "report.html", (1, 1))
+    assert "report older than the analysis" in line_of(run)
+    os.utime(run / "report.html")
+    assert "report up to date" in line_of(run)
+    shutil.rmtree(run / "notebooks")
+    assert "no executed analysis" in line_of(run)
+    with pytest.raises(ReportError, match="has no executed analysis"):
+        write_report(run)
