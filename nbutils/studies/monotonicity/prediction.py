@@ -76,8 +76,9 @@ def predict(gap, var, method: str = "hk_pm_adhoc", level: float = LEVEL) -> dict
     else:
         se, df = float(np.sqrt(1 / w.sum())), k - 2
     half = sps.t.ppf(0.5 + level / 2, df) * np.sqrt(tau2 + se ** 2)
-    out.update(mu=mu, se=se, tau2=tau2, tau2_dl=max(float(dl.tau2), 0.0), lo=mu - half, hi=mu + half, df=df,
-               valid=True)
+    # a gap of accuracies lies in [−1, 1]: the interval is cut there (which cannot lower its coverage)
+    out.update(mu=mu, se=se, tau2=tau2, tau2_dl=max(float(dl.tau2), 0.0), lo=max(mu - half, -1.0),
+               hi=min(mu + half, 1.0), df=df, valid=True)
     return out
 
 

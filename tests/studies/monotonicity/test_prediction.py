@@ -68,6 +68,8 @@ def test_interval_formula_and_too_few_variants():
     half = sps.t.ppf(0.975, 3) * np.sqrt(r["tau2"] + se ** 2)
     assert r["valid"] and r["df"] == 3 and r["se"] == pytest.approx(se)
     assert (r["lo"], r["hi"]) == pytest.approx((r["mu"] - half, r["mu"] + half))
+    wide = prediction.predict(np.array([-0.6, 0.0, 0.7]), np.array([0.01, 0.01, 0.01]))
+    assert (wide["lo"], wide["hi"]) == (-1.0, 1.0)  # a gap of accuracies is cut at ±100 points
     hts = prediction.predict(gap, var, method="hts_pm")
     assert hts["df"] == 2 and hts["hi"] - hts["lo"] > r["hi"] - r["lo"]
     for k in (1, 2):
@@ -176,10 +178,10 @@ def test_sample_readings_of_the_control_and_the_base_model(sample):
     base, control = recs[(BASE, "template")], recs[(CONTROL, "template")]
     assert base["ci_low"] < 0 < base["ci_high"] and base["ci_high"] - base["ci_low"] > 0.3
     assert control["ci_low"] < 0 < control["ci_high"]
-    s = a.scores[a.scores["model"] == CONTROL]
-    trained = s[(s["template"] == "paper") & (s["phrase"] == "desired_quantity") & (s["answer_words"] == "yes_no")]
-    acc = trained.groupby("monotonicity")["correct"].mean()
-    assert acc["upward"] > acc["downward"] + 0.3  # the planted gap, under the training wording
+    s = a.scores[(a.scores["template"] == "paper") & (a.scores["phrase"] == "desired_quantity")]
+    acc = s.groupby(["model", "monotonicity"])["correct"].mean()
+    assert acc[CONTROL, "upward"] > acc[CONTROL, "downward"] + 0.3  # the planted gap, under the training wording
+    assert acc[BASE, "upward"] < acc[BASE, "downward"]  # which the base model does not have
     readme = (SAMPLE / "README.md").read_text()
     lines = prediction.sentences(a.summary)
     for who in (BASE, CONTROL):
