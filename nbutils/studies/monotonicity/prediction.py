@@ -186,10 +186,10 @@ def sentences(summary: dict) -> list[str]:
 
 def specifications(scores: pd.DataFrame, varied: list[str]) -> pd.DataFrame:
     """The specifications the curve draws: the crossed cells of every varied axis (each one prompt wording), per
-    model × condition, with the gap and its 95% Wald CI (variance at Agresti–Caffo proportions)."""
+    model × condition, with the gap and its 95% Wald CI (variance at Agresti–Caffo proportions), cut at ±1."""
     c = cells(scores, varied)
     half = sps.norm.ppf(0.975) * np.sqrt(c["var"])
-    return c.assign(ci_low=c["gap"] - half, ci_high=c["gap"] + half)
+    return c.assign(ci_low=(c["gap"] - half).clip(lower=-1), ci_high=(c["gap"] + half).clip(upper=1))
 
 
 def curve(spec: pd.DataFrame, pred: pd.DataFrame, varied: list[str]):
@@ -218,6 +218,7 @@ def curve(spec: pd.DataFrame, pred: pd.DataFrame, varied: list[str]):
         top.errorbar(x, 100 * d["gap"], yerr=[100 * (d["gap"] - d["ci_low"]), 100 * (d["ci_high"] - d["gap"])],
                      fmt="o", ms=3, lw=0.8, capsize=0, color="black", label="specification gap, 95% CI")
         top.axhline(0, color="grey", lw=0.8)
+        top.set_ylim(-105, 105)
         top.set_title(f"{model}\n{CONDITIONS.get(condition, condition)}", fontsize=8)
         top.set_ylabel("upward − downward accuracy (pp)" if j == 0 else "", fontsize=8)
         row, ticks = 0, []
