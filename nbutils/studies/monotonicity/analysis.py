@@ -53,6 +53,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
+    prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
     a.summary["records"] = (stats.records(a.tables) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
                             + prediction.records(a.tables["prediction"])

@@ -121,6 +121,17 @@ def with_intervals(variant_table: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFr
                                on=["model", "condition", "axis"], how="left")
 
 
+def model_blocks(models: dict, pred: pd.DataFrame) -> None:
+    """Each model's block of ``summary.json`` gets ``prediction_interval``: per condition and axis the pooled gap, the
+    95% prediction interval for a new variant, the number of variants and ``valid`` (a run without variants: none)."""
+    from ...artifacts import json_clean
+
+    for r in pred.itertuples(index=False):
+        block = models.setdefault(r.model, {}).setdefault("prediction_interval", {}).setdefault(r.condition, {})
+        block[r.axis] = json_clean({"pooled_gap": r.pooled_gap, "pi_low": r.pi_low, "pi_high": r.pi_high,
+                                    "n_variants": int(r.n_variants), "valid": bool(r.valid)})
+
+
 def prediction_claim(axis: str) -> dict:
     many = NAMES.get(axis, (axis, axis))[1]
     return claim(f"the upward vs downward gap a new one of these {many} would show", "", "",

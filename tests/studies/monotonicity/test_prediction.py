@@ -159,6 +159,10 @@ def test_sample_writes_records_table_columns_and_the_specification_curve(sample)
     assert sorted((r["model"], r["term"]) for r in recs) == sorted(
         (m, t) for m in (BASE, CONTROL) for t in ("template", "phrase", "answer_words", "all"))
     assert all(r["valid"] == (r["n_variants"] >= 3) for r in recs)
+    block = summary["models"][CONTROL]["prediction_interval"]["concept_learning"]["template"]
+    rec = next(r for r in recs if r["model"] == CONTROL and r["term"] == "template")
+    assert block == {"pooled_gap": rec["estimate"], "pi_low": rec["ci_low"], "pi_high": rec["ci_high"],
+                     "n_variants": 4, "valid": True}
     table = pd.read_csv(run / "tables" / "robustness.csv")
     assert {"re_pooled_gap", "pi_low", "pi_high", "re_tau2"} <= set(table.columns)
     t = table[(table["model"] == CONTROL) & (table["axis"] == "template")]
