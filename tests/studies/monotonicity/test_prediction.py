@@ -138,6 +138,15 @@ def test_committed_calibration_is_the_docs_table_and_the_sentences_numbers(cal):
         assert (lo, hi) == pytest.approx((min(cov[key]), max(cov[key])))
         assert f"{100 * lo:.1f}–" in docs and (f"–{100 * hi:.0f}%" in docs or f"–{100 * hi:.1f}%" in docs)
     assert min(cov["variants"]) >= 0.90  # with 3–4 variants the reported interval never under-covers
+    def span(method, keep):
+        c = [r[method]["coverage"] for r in res["results"] if keep(r)]
+        return f"{100 * min(c):.1f}–{100 * max(c):.1f}%".replace(".0%", "%")
+    few = lambda r: r["design"]["v"] <= 4  # noqa: E731
+    assert f"over-covers ({span('hts_pm', few)};" in docs
+    assert f"differ ({span('hk_pm', lambda r: few(r) and r['tau'] > 0)})" in docs
+    assert f"agree ({span('hk_pm_adhoc', lambda r: few(r) and r['tau'] == 0)} at" in docs
+    worst = [min(r[m]["coverage"] for r in res["results"] if not few(r)) for m in prediction.METHODS]
+    assert f"({100 * min(worst):.1f}–{100 * max(worst):.1f}%\nin the worst one)" in docs
     # what the page says of its failures is what the file holds
     assert {f.split(":")[0] for f in res["failures"]} == {
         f"hk_pm_adhoc {r['design']['name']}/tau={r['tau_name']}" for r in res["results"]
