@@ -5,14 +5,15 @@ module answers the reader's question instead: the gap a new template, phrase or 
 would show. Per model × condition × varied axis, and over the cells of every varied axis crossed (``axis`` "all"), the
 per-variant gaps (upward minus downward accuracy, as a proportion) are pooled in a random-effects meta-analysis
 (``statsmodels.stats.meta_analysis.combine_effects``; between-variant variance τ² by Paule–Mandel, the
-DerSimonian–Laird estimate beside it as a cross-check), each gap weighted by its variance (at Agresti–Caffo proportions). The 95%
-prediction interval for a new variant's gap is μ̂ ± t_{k−1} · sqrt(τ̂² + SE_HK*(μ̂)²) with the Hartung–Knapp
-standard error of the pooled gap, its scale held at ≥ 1 (Knapp and Hartung's ad hoc correction). Its coverage of a
-new variant's true gap is measured in ``benchmarks/results/calibration_prediction.json`` beside the plain
-Hartung–Knapp and the Higgins–Thompson–Spiegelhalter intervals (docs/statistics.md gives the table): 88–100% with
-3–4 variants (conservative when the variants do not differ), 87–98% over 24 crossed cells of 2–8 prompts per
-direction, where no construction tried reached 90%. Fewer than 3 variants: no interval is given. The specification curve
-(``figures/specification_curve.png``) draws every variant and crossed cell ordered by its gap.
+DerSimonian–Laird estimate beside it as a cross-check), each gap weighted by its variance (at Agresti–Caffo
+proportions). The 95% prediction interval for a new variant's gap is μ̂ ± t_{k−1} · sqrt(τ̂² + SE_HK*(μ̂)²) with the
+Hartung–Knapp standard error of the pooled gap, its scale held at ≥ 1 (Knapp and Hartung's ad hoc correction), cut
+at ±1. Its coverage of a new variant's true gap is measured in ``benchmarks/results/calibration_prediction.json``
+beside the plain Hartung–Knapp and the Higgins–Thompson–Spiegelhalter intervals (docs/statistics.md gives the
+table): 91.5–100% with 3–4 variants (wider than needed when the variants do not differ), 87.5–98.2% over 24 crossed
+cells of 2–8 prompts per direction, where every construction tried fell below 90% in some cell. Fewer than 3
+variants: no interval is given. The specification curve (``figures/specification_curve.png``) draws every crossed
+cell ordered by its gap.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from scipy import stats as sps
 
 from ...results import fmt_num
 from ...stats import claim, record
-from ..common.variants import AXES
 
 MIN_VARIANTS = 3
 LEVEL = 0.95
@@ -84,7 +84,7 @@ def predict(gap, var, method: str = "hk_pm_adhoc", level: float = LEVEL) -> dict
 
 def cells(scores: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     """Per model × condition × cell of ``axes`` (one axis: its variants; several: their crossed cells): prompts,
-    correct answers upward and downward, the gap and its Agresti–Caffo variance. Cells lacking a direction are left
+    correct answers upward and downward, the gap and its variance (``effects``). Cells lacking a direction are left
     out (no gap)."""
     up = scores["monotonicity"] == "upward"
     d = scores.assign(_up=up, _cu=up & scores["correct"].astype(bool), _cd=~up & scores["correct"].astype(bool))
@@ -150,7 +150,8 @@ def records(pred: pd.DataFrame) -> list[dict]:
                           ci_high=r.pi_high, p=None, valid=bool(r.valid), condition=r.condition, model=r.model,
                           n_variants=int(r.n_variants), tau2=r.tau2, tau2_dl=r.tau2_dl, df=r.pi_df,
                           gap_min=r.gap_min, gap_max=r.gap_max, share_same_sign=r.share_same_sign, level=LEVEL,
-                          method="random-effects (Paule–Mandel τ², Hartung–Knapp SE with scale ≥ 1), t(k−1) prediction interval",
+                          method="random-effects (Paule–Mandel τ², Hartung–Knapp SE with scale ≥ 1), "
+                                 "t(k−1) prediction interval",
                           hypothesis=prediction_claim(r.axis),
                           note=r.note or "the gap a new variant of the same family would show; an interval, no test"))
     return json_clean(out)
@@ -172,7 +173,8 @@ def sentences(summary: dict) -> list[str]:
         one, many = NAMES.get(r["term"], (r["term"], r["term"]))
         k = r.get("n_variants")
         who = f"{r.get('model')}, {CONDITIONS.get(r.get('condition'), r.get('condition'))}"
-        tried = f"across the {k} {many if k != 1 else one} tried, the gap was {_pts(r['gap_min'])} to {_pts(r['gap_max'])} points"
+        tried = (f"across the {k} {many if k != 1 else one} tried, the gap was {_pts(r['gap_min'])} to "
+                 f"{_pts(r['gap_max'])} points")
         if not r.get("valid"):
             lines.append(f"{who}: {tried}; no prediction interval for a new {one} can be given ({r.get('note')}).")
             continue
