@@ -200,3 +200,27 @@ def test_sample_readings_of_the_control_and_the_base_model(sample):
     for who in (BASE, CONTROL):
         line = next(x for x in lines if x.startswith(f"{who}, concept learning: across the 4 templates"))
         assert line in readme
+
+
+@pytest.mark.parametrize("templates", [4, 8])
+def test_specification_curve_draws_every_specification_and_which_variants_it_used(templates):
+    """4 specifications (one axis) and 48 (8 templates × 3 phrases × 2 answer-word pairs): one point with its CI per
+    specification, ordered by gap, within ±100 points, and a marker row per variant below."""
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(templates)
+    n = 960
+    axes = ["template"] if templates == 4 else ["template", "phrase", "answer_words"]
+    d = pd.DataFrame({"model": "m", "condition": "concept_learning",
+                      "template": rng.choice([f"t{i}" for i in range(templates)], n),
+                      "phrase": rng.choice(["a", "b", "c"], n), "answer_words": rng.choice(["yes_no", "true_false"], n),
+                      "monotonicity": rng.choice(["upward", "downward"], n)})
+    d["correct"] = rng.random(n) < np.where(d["monotonicity"] == "upward", 0.7, 0.5)
+    spec = prediction.specifications(d, axes)
+    fig = prediction.curve(spec, prediction.table(d, axes), axes)
+    top, low = fig.axes[:2]
+    x, y = top.containers[0][0].get_data()  # the errorbar's points
+    assert len(x) == len(spec) == (4 if templates == 4 else 48) and (np.diff(y) >= 0).all()
+    assert top.get_ylim() == (-105, 105) and (spec["ci_low"] >= -1).all() and (spec["ci_high"] <= 1).all()
+    assert len(low.get_yticks()) == (4 if templates == 4 else 8 + 3 + 2)
+    plt.close(fig)
