@@ -28,8 +28,9 @@ SAMPLES = ROOT / "outputs" / "samples"
 SCHEMA = json.loads((ROOT / "nbutils" / "schemas" / "summary.schema.json").read_text())
 # each sample analysed as its notebook would, with fewer resamples and without R: the layout, not the numbers, is tested
 CHEAP = {"monotonicity": {"n_boot": 100, "use_r": False}, "control": {"n_boot": 100, "use_r": False},
+         "robustness": {"n_boot": 100, "use_r": False},
          "negation": {"use_r": False}, "personas": {"n_resamples": 99}, "custom": {"n_boot": 100, "use_r": False}}
-ANALYSIS = {"monotonicity": monotonicity, "control": monotonicity, "negation": negation, "personas": personas,
+ANALYSIS = {"monotonicity": monotonicity, "control": monotonicity, "robustness": monotonicity, "negation": negation, "personas": personas,
             "custom": custom}
 OLDER = "made by an older version of the suite"
 

@@ -8,7 +8,7 @@ import pandas as pd
 from ... import analysis_run, artifacts, precision
 from ...runstore import check_int
 from ..common import model_comparison, quantifier_stats, rules, verdicts
-from . import results, plots, robustness, stats
+from . import prediction, results, plots, robustness, stats
 from .scores import load_scores
 
 
@@ -38,7 +38,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.tables["rules"], a.tables["best_rule"] = rules.rule_tables(scores, k=rules_k)  # what was learned instead
     a.tables["mirror_test"], a.tables["mirror_test_pooled"] = rules.mirror_test(a.tables["rules"])
     a.tables["verdicts"] = verdicts.table(scores)  # the task floor, the use of the examples, near-constant answers
-    a.tables["robustness"] = robustness.variant_table(scores)  # the gap per prompt variant (empty: one wording)
+    varied = robustness.varied_axes(scores)
+    a.tables["prediction"] = prediction.table(scores, varied)  # the gap a new variant would show
+    a.tables["robustness"] = prediction.with_intervals(robustness.variant_table(scores), a.tables["prediction"])
     a.tables["robustness_tests"] = robustness.heterogeneity(scores, use_r=use_r, seed=seed)
     models = [m for m in (order or []) if m in set(scores["model"])] or list(dict.fromkeys(scores["model"]))
     a.tables["model_comparison"] = (model_comparison.compare(scores, models, use_r=use_r) if len(models) > 1
@@ -54,8 +56,10 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
+    prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
     a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
+                            + prediction.records(a.tables["prediction"])
                             + (model_comparison.records(a.tables["model_comparison"])
                                if len(a.tables["model_comparison"]) else []))
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
@@ -112,6 +116,9 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
         figs["difficulty_curves"] = plots.difficulty_curves(a.tables["difficulty"]).figure
     if not a.tables["robustness"].empty:
         figs["robustness"] = robustness.figure(a.tables["robustness"], a.tables["gap_pooled"])
+        varied = robustness.varied_axes(a.scores)
+        figs["specification_curve"] = prediction.curve(prediction.specifications(a.scores, varied),
+                                                       a.tables["prediction"], varied)
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
     return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),

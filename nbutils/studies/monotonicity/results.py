@@ -5,7 +5,7 @@ from ...headline import fit_caveats, power_sentence
 from ...readings import reading
 from ...records import model_block
 from ...results import ALPHA, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
-from . import robustness
+from . import prediction, robustness
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
 
@@ -79,6 +79,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     lines += learned  # what was learned instead, from the rule analysis
     lines += comparison_lines(recs, records, alpha)
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
+    lines += prediction.sentences(summary)  # the gap a prompt nobody tried would show
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
     return paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
                      caveats)

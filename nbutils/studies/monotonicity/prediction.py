@@ -1,0 +1,252 @@
+"""Would the gap hold for a prompt nobody tried? A prediction interval for an unseen prompt variant.
+
+The heterogeneity test (``robustness.py``) asks whether the gap differs across the variants that were tried. This
+module answers the reader's question instead: the gap a new template, phrase or answer-word pair of the same family
+would show. Per model × condition × varied axis, and over the cells of every varied axis crossed (``axis`` "all"), the
+per-variant gaps (upward minus downward accuracy, as a proportion) are pooled in a random-effects meta-analysis
+(``statsmodels.stats.meta_analysis.combine_effects``; between-variant variance τ² by Paule–Mandel, the
+DerSimonian–Laird estimate beside it as a cross-check), each gap weighted by its variance (at Agresti–Caffo
+proportions). The 95% prediction interval for a new variant's gap is μ̂ ± t_{k−1} · sqrt(τ̂² + SE_HK*(μ̂)²) with the
+Hartung–Knapp standard error of the pooled gap, its scale held at ≥ 1 (Knapp and Hartung's ad hoc correction), cut
+at ±1. Its coverage of a new variant's true gap is measured in ``benchmarks/results/calibration_prediction.json``
+beside the plain Hartung–Knapp and the Higgins–Thompson–Spiegelhalter intervals (docs/statistics.md gives the
+table): 91.5–100% with 3–4 variants (wider than needed when the variants do not differ), 87.5–98.2% over 24 crossed
+cells of 2–8 prompts per direction, where every construction tried fell below 90% in some cell. Fewer than 3
+variants: no interval is given. The specification curve (``figures/specification_curve.png``) draws every crossed
+cell ordered by its gap.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ...results import fmt_num
+from ...stats import claim, record
+
+MIN_VARIANTS = 3
+LEVEL = 0.95
+METHODS = ("hk_pm_adhoc", "hk_pm", "hts_pm", "hts_dl")  # the reported construction first; the others in the calibration
+ALL = "all"  # the axis of the crossed cells of every varied axis
+NAMES = {"template": ("template", "templates"), "phrase": ("phrase", "phrases"),
+         "answer_words": ("answer-word pair", "answer-word pairs"), ALL: ("combination", "combinations")}
+COLUMNS = ["model", "condition", "axis", "n_variants", "pooled_gap", "pooled_se", "tau2", "tau2_dl", "pi_low",
+           "pi_high", "pi_df", "gap_min", "gap_max", "share_same_sign", "valid", "note"]
+CONDITIONS = {"concept_learning": "concept learning", "explicit": "the concept stated"}
+# the reported interval's coverage of a new variant's true gap in benchmarks/results/calibration_prediction.json
+# (lowest and highest over the cells with 3–4 variants, and over the 24 crossed cells); a test checks them
+COVERAGE = {"variants": (0.915, 1.0), "crossed": (0.875, 0.9825)}
+
+
+def effects(n_up, k_up, n_down, k_down) -> tuple[np.ndarray, np.ndarray]:
+    """Per-variant gaps (upward minus downward accuracy) and their variances, each arm's p(1 − p)/n taken at the
+    Agresti–Caffo proportion (one success and one failure added: finite at 0% and 100%)."""
+    n_up, k_up, n_down, k_down = (np.asarray(x, dtype=float) for x in (n_up, k_up, n_down, k_down))
+    gap = k_up / n_up - k_down / n_down
+    pu, pd_ = (k_up + 1) / (n_up + 2), (k_down + 1) / (n_down + 2)
+    return gap, pu * (1 - pu) / n_up + pd_ * (1 - pd_) / n_down
+
+
+def predict(gap, var, method: str = "hk_pm_adhoc", level: float = LEVEL) -> dict:
+    """The random-effects pooled gap, τ² and the prediction interval for a new variant's gap. ``method``:
+    ``hk_pm_adhoc`` (Paule–Mandel τ², Hartung–Knapp SE with its scale held at ≥ 1 — Knapp and Hartung's ad hoc
+    correction — and t_{k−1}: the reported one), ``hk_pm`` (the same without the correction), ``hts_pm`` / ``hts_dl``
+    (Higgins–Thompson–Spiegelhalter: model SE, t_{k−2}, with the Paule–Mandel or DerSimonian–Laird τ²)."""
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    gap, var = np.asarray(gap, dtype=float), np.asarray(var, dtype=float)
+    k = len(gap)
+    out = {"k": k, "mu": np.nan, "se": np.nan, "tau2": np.nan, "tau2_dl": np.nan, "lo": np.nan, "hi": np.nan,
+           "df": np.nan, "valid": False, "note": ""}
+    if k < MIN_VARIANTS:
+        out["note"] = f"{k} variant{'s' if k != 1 else ''}: a prediction interval needs at least {MIN_VARIANTS}"
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dl = combine_effects(gap, var, method_re="dl")
+        res = dl if method == "hts_dl" else combine_effects(gap, var, method_re="pm")
+    tau2 = max(float(res.tau2), 0.0)  # DL's moment estimate can be negative: truncated at 0, weights refitted
+    w = 1 / (var + tau2)
+    mu = float((w * gap).sum() / w.sum())
+    if method in ("hk_pm", "hk_pm_adhoc"):
+        scale = (w * (gap - mu) ** 2).sum() / (k - 1)  # Hartung–Knapp: the SE's scale estimated from the spread
+        se, df = float(np.sqrt((max(scale, 1.0) if method == "hk_pm_adhoc" else scale) / w.sum())), k - 1
+    else:
+        se, df = float(np.sqrt(1 / w.sum())), k - 2
+    half = sps.t.ppf(0.5 + level / 2, df) * np.sqrt(tau2 + se ** 2)
+    # a gap of accuracies lies in [−1, 1]: the interval is cut there (which cannot lower its coverage)
+    out.update(mu=mu, se=se, tau2=tau2, tau2_dl=max(float(dl.tau2), 0.0), lo=max(mu - half, -1.0),
+               hi=min(mu + half, 1.0), df=df, valid=True)
+    return out
+
+
+def cells(scores: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    """Per model × condition × cell of ``axes`` (one axis: its variants; several: their crossed cells): prompts,
+    correct answers upward and downward, the gap and its variance (``effects``). Cells lacking a direction are left
+    out (no gap)."""
+    up = scores["monotonicity"] == "upward"
+    d = scores.assign(_up=up, _cu=up & scores["correct"].astype(bool), _cd=~up & scores["correct"].astype(bool))
+    g = d.groupby(["model", "condition", *axes], sort=False)
+    t = pd.DataFrame({"n_up": g["_up"].sum(), "n": g.size(), "k_up": g["_cu"].sum(), "k_down": g["_cd"].sum()})
+    t["n_down"] = t["n"] - t["n_up"]
+    t = t[(t["n_up"] > 0) & (t["n_down"] > 0)].reset_index()
+    t["gap"], t["var"] = effects(t["n_up"], t["k_up"], t["n_down"], t["k_down"])
+    return t
+
+
+def table(scores: pd.DataFrame, varied: list[str]) -> pd.DataFrame:
+    """One row per model × condition × varied axis (and "all", the crossed cells, when two or more axes vary):
+    the pooled gap, τ², the 95% prediction interval, the range of the variants' gaps and the share of them with
+    the pooled gap's sign. ``valid`` False (and ``note``) where fewer than 3 variants allow no interval."""
+    rows = []
+    for axis, axes in [(a, [a]) for a in varied] + ([(ALL, varied)] if len(varied) > 1 else []):
+        c = cells(scores, axes)
+        for (model, condition), g in c.groupby(["model", "condition"], sort=False):
+            p = predict(g["gap"], g["var"])
+            sign = np.sign(p["mu"]) if np.isfinite(p["mu"]) else np.sign(g["gap"].mean())
+            rows.append({"model": model, "condition": condition, "axis": axis, "n_variants": len(g),
+                         "pooled_gap": p["mu"], "pooled_se": p["se"], "tau2": p["tau2"], "tau2_dl": p["tau2_dl"],
+                         "pi_low": p["lo"], "pi_high": p["hi"], "pi_df": p["df"], "gap_min": g["gap"].min(),
+                         "gap_max": g["gap"].max(), "share_same_sign": float((np.sign(g["gap"]) == sign).mean())
+                         if sign != 0 else np.nan, "valid": p["valid"], "note": p["note"]})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def with_intervals(variant_table: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
+    """``tables/robustness.csv``: the per-variant rows with their axis's pooled gap and prediction interval beside."""
+    cols = ["model", "condition", "axis", "pooled_gap", "pi_low", "pi_high", "tau2"]
+    return variant_table.merge(pred[cols].rename(columns={"pooled_gap": "re_pooled_gap", "tau2": "re_tau2"}),
+                               on=["model", "condition", "axis"], how="left")
+
+
+def model_blocks(models: dict, pred: pd.DataFrame) -> None:
+    """Each model's block of ``summary.json`` gets ``prediction_interval``: per condition and axis the pooled gap, the
+    95% prediction interval for a new variant, the number of variants and ``valid`` (a run without variants: none)."""
+    from ...artifacts import json_clean
+
+    for r in pred.itertuples(index=False):
+        block = models.setdefault(r.model, {}).setdefault("prediction_interval", {}).setdefault(r.condition, {})
+        block[r.axis] = json_clean({"pooled_gap": r.pooled_gap, "pi_low": r.pi_low, "pi_high": r.pi_high,
+                                    "n_variants": int(r.n_variants), "valid": bool(r.valid)})
+
+
+def prediction_claim(axis: str) -> dict:
+    many = NAMES.get(axis, (axis, axis))[1]
+    return claim(f"the upward vs downward gap a new one of these {many} would show", "", "",
+                 "", scale="points", sided="none", symbol="gap under a new variant")
+
+
+def records(pred: pd.DataFrame) -> list[dict]:
+    """``test: prediction_interval`` records (``term`` the axis, or "all"): estimate the random-effects pooled gap,
+    ``ci_low``/``ci_high`` the 95% prediction interval for a new variant's gap (proportions), ``tau2``, the range of
+    the variants' gaps, ``share_same_sign``; no p (an interval, not a test)."""
+    from ...artifacts import json_clean
+
+    out = []
+    for r in pred.itertuples(index=False):
+        out.append(record("prediction_interval", r.axis, r.pooled_gap, se=r.pooled_se, ci_low=r.pi_low,
+                          ci_high=r.pi_high, p=None, valid=bool(r.valid), condition=r.condition, model=r.model,
+                          n_variants=int(r.n_variants), tau2=r.tau2, tau2_dl=r.tau2_dl, df=r.pi_df,
+                          gap_min=r.gap_min, gap_max=r.gap_max, share_same_sign=r.share_same_sign, level=LEVEL,
+                          method="random-effects (Paule–Mandel τ², Hartung–Knapp SE with scale ≥ 1), "
+                                 "t(k−1) prediction interval",
+                          hypothesis=prediction_claim(r.axis),
+                          note=r.note or "the gap a new variant of the same family would show; an interval, no test"))
+    return json_clean(out)
+
+
+def _pts(x: float) -> str:
+    return fmt_num(100 * x, 0).replace("-", "−")
+
+
+def sentences(summary: dict) -> list[str]:
+    """One line per prediction-interval record: the range over the variants tried, the interval for a new one (or
+    that none can be given), the share with the pooled gap's sign, and what the heterogeneity test found."""
+    recs = summary.get("records", [])
+    het = {(r.get("model"), r.get("condition"), r.get("term")): r for r in recs if r.get("test") == "heterogeneity"}
+    lines = []
+    for r in recs:
+        if r.get("test") != "prediction_interval":
+            continue
+        one, many = NAMES.get(r["term"], (r["term"], r["term"]))
+        k = r.get("n_variants")
+        who = f"{r.get('model')}, {CONDITIONS.get(r.get('condition'), r.get('condition'))}"
+        tried = (f"across the {k} {many if k != 1 else one} tried, the gap was {_pts(r['gap_min'])} to "
+                 f"{_pts(r['gap_max'])} points")
+        if not r.get("valid"):
+            lines.append(f"{who}: {tried}; no prediction interval for a new {one} can be given ({r.get('note')}).")
+            continue
+        sign = "positive" if r["estimate"] > 0 else "negative" if r["estimate"] < 0 else "zero"
+        share = r.get("share_same_sign")
+        same = (f"{round(share * k)} of {k} {many} show a gap with the pooled gap's sign ({sign}, "
+                f"{_pts(r['estimate'])} points)") if share is not None else "the pooled gap is zero"
+        h = het.get((r.get("model"), r.get("condition"), r["term"]))
+        found = ("the heterogeneity test was not run on the crossed combinations" if h is None else
+                 "the heterogeneity test could not be estimated" if not h.get("valid") or h.get("p") is None else
+                 f"the heterogeneity test {'found' if h['p'] < 0.05 else 'found no'} differences "
+                 f"(p {'< .001' if h['p'] < 0.001 else '= ' + fmt_num(h['p'], 3).lstrip('0')})")
+        zero = "includes 0" if r["ci_low"] <= 0 <= r["ci_high"] else "excludes 0"
+        lo, hi = COVERAGE["crossed" if r["term"] == ALL else "variants"]
+        cal = (f"in simulation it held a new {one}'s gap {100 * lo:.1f}–{100 * hi:.1f}% of the time"
+               + (", short of 95% when the combinations differ and hold few prompts" if r["term"] == ALL
+                  else ", wider than needed when the variants agree"))
+        lines.append(f"{who}: {tried}; a new {one} of this kind would show a gap between {_pts(r['ci_low'])} and "
+                     f"{_pts(r['ci_high'])} points (95% prediction interval, which {zero}; {cal}); {same}; {found}.")
+    return lines
+
+
+def specifications(scores: pd.DataFrame, varied: list[str]) -> pd.DataFrame:
+    """The specifications the curve draws: the crossed cells of every varied axis (each one prompt wording), per
+    model × condition, with the gap and its 95% Wald CI (variance at Agresti–Caffo proportions), cut at ±1."""
+    c = cells(scores, varied)
+    half = sps.norm.ppf(0.975) * np.sqrt(c["var"])
+    return c.assign(ci_low=(c["gap"] - half).clip(lower=-1), ci_high=(c["gap"] + half).clip(upper=1))
+
+
+def curve(spec: pd.DataFrame, pred: pd.DataFrame, varied: list[str]):
+    """The specification curve: per model × condition (a column each), every specification ordered by its gap with
+    its CI, the pooled gap (solid) and the 95% prediction interval for a new one (shaded) across it; below, a panel
+    marking the template, phrase and answer words each specification used. Readable from 4 to 48 specifications."""
+    import matplotlib.pyplot as plt
+
+    units = list(spec.groupby(["model", "condition"], sort=False).groups)
+    levels = [(a, sorted(spec[a].astype(str).unique())) for a in varied]
+    nrow = sum(len(v) for _, v in levels)
+    nmax = spec.groupby(["model", "condition"]).size().max()
+    width = max(3.2, 0.16 * nmax + 1.6)
+    fig, grid = plt.subplots(2, len(units), figsize=(width * len(units) + 1.2, 3.2 + 0.17 * nrow + 0.6),
+                             gridspec_kw={"height_ratios": [3.2, 0.17 * nrow + 0.3]}, squeeze=False, sharex="col")
+    axis_key = ALL if len(varied) > 1 else varied[0]
+    for j, (model, condition) in enumerate(units):
+        d = spec[(spec["model"] == model) & (spec["condition"] == condition)].sort_values("gap", kind="stable")
+        x = np.arange(len(d))
+        top, low = grid[0][j], grid[1][j]
+        p = pred[(pred["model"] == model) & (pred["condition"] == condition) & (pred["axis"] == axis_key)]
+        if len(p) and p["valid"].iloc[0]:
+            top.axhspan(100 * p["pi_low"].iloc[0], 100 * p["pi_high"].iloc[0], color="#1f77b4", alpha=0.12,
+                        label="95% prediction interval, new specification")
+            top.axhline(100 * p["pooled_gap"].iloc[0], color="#1f77b4", lw=1.2, label="pooled gap (random effects)")
+        top.errorbar(x, 100 * d["gap"], yerr=[100 * (d["gap"] - d["ci_low"]), 100 * (d["ci_high"] - d["gap"])],
+                     fmt="o", ms=3, lw=0.8, capsize=0, color="black", label="specification gap, 95% CI")
+        top.axhline(0, color="grey", lw=0.8)
+        top.set_ylim(-105, 105)
+        top.set_title(f"{model}\n{CONDITIONS.get(condition, condition)}", fontsize=8)
+        top.set_ylabel("upward − downward accuracy (pp)" if j == 0 else "", fontsize=8)
+        row, ticks = 0, []
+        for axis, names in levels:
+            for name in names:
+                used = (d[axis].astype(str) == name).to_numpy()
+                low.scatter(x[used], np.full(used.sum(), row), s=9, marker="s", color="black")
+                low.scatter(x[~used], np.full((~used).sum(), row), s=4, marker="s", color="#dddddd")
+                ticks.append(f"{NAMES[axis][0]}: {name}")
+                row += 1
+        low.set_yticks(range(row), ticks if j == 0 else [""] * row, fontsize=7)
+        low.set_ylim(row - 0.5, -0.5)
+        low.set_xticks(x, [""] * len(x))
+        low.set_xlabel(f"{len(d)} specifications, ordered by gap", fontsize=8)
+    handles, labels = grid[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.0), frameon=False, fontsize=7)
+    fig.tight_layout()
+    return fig

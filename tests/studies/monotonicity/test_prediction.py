@@ -1,0 +1,226 @@
+"""The prediction interval for an unseen prompt variant: the random-effects pieces against their definitions and a
+direct REML fit, the interval's formula, the sentences against the records over many random multiverses, the
+calibration (a fast run of the benchmark, and the committed results against docs/statistics.md and the sentence's
+numbers), and the shipped robustness sample scored by the embedded model and the positive control."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize
+from scipy import stats as sps
+
+from nbutils.studies.monotonicity import analysis, prediction
+from notebook_checks import assert_figure
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = ROOT / "outputs" / "samples" / "robustness"
+BASE = "smollm2-135m-instruct"
+CONTROL = "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3"
+
+
+def _multiverse(rng, k: int, tau: float = 0.1, n: int = 30):
+    up, down = rng.binomial(n, np.clip(0.7 + rng.normal(0, tau, k), 0.01, 0.99)), rng.binomial(n, 0.5, k)
+    return prediction.effects(n, up, n, down)
+
+
+def _reml_tau2(y, v) -> float:
+    """τ² maximising the restricted likelihood of y_i ~ N(μ, v_i + τ²), μ profiled out: a direct fit beside
+    statsmodels' Paule–Mandel and DerSimonian–Laird estimates."""
+    def nll(t2):
+        w = 1 / (v + t2)
+        mu = (w * y).sum() / w.sum()
+        return 0.5 * (np.log(v + t2).sum() + np.log(w.sum()) + (w * (y - mu) ** 2).sum())
+    return float(optimize.minimize_scalar(nll, bounds=(0, 10), method="bounded").x)
+
+
+def test_tau2_meets_its_estimating_equations_and_a_direct_reml_fit():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        gap, var = _multiverse(rng, 12, tau=0.15)
+        r = prediction.predict(gap, var)
+        w = 1 / (var + r["tau2"])
+        mu = (w * gap).sum() / w.sum()
+        if r["tau2"] > 0:  # Paule–Mandel: the generalised Q statistic equals its expectation k − 1
+            assert (w * (gap - mu) ** 2).sum() == pytest.approx(11, rel=1e-3)
+        wf = 1 / var  # DerSimonian–Laird, from its formula
+        q = (wf * (gap - (wf * gap).sum() / wf.sum()) ** 2).sum()
+        assert r["tau2_dl"] == pytest.approx(max(0.0, (q - 11) / (wf.sum() - (wf ** 2).sum() / wf.sum())), abs=1e-12)
+        assert r["mu"] == pytest.approx(mu)
+    # with many variants the estimators of the same τ² agree with REML
+    gap, var = _multiverse(np.random.default_rng(2), 200, tau=0.15)
+    r = prediction.predict(gap, var)
+    assert r["tau2"] == pytest.approx(_reml_tau2(gap, var), rel=0.25)
+    assert r["tau2_dl"] == pytest.approx(_reml_tau2(gap, var), rel=0.25)
+    homogeneous = prediction.predict(np.full(6, 0.2), np.full(6, 0.01))
+    assert homogeneous["tau2"] == 0 == homogeneous["tau2_dl"] and homogeneous["mu"] == pytest.approx(0.2)
+
+
+def test_interval_formula_and_too_few_variants():
+    gap, var = np.array([0.10, 0.25, 0.05, 0.30]), np.array([0.01, 0.012, 0.02, 0.011])
+    r = prediction.predict(gap, var)
+    w = 1 / (var + r["tau2"])
+    se = np.sqrt(max((w * (gap - r["mu"]) ** 2).sum() / 3, 1.0) / w.sum())
+    half = sps.t.ppf(0.975, 3) * np.sqrt(r["tau2"] + se ** 2)
+    assert r["valid"] and r["df"] == 3 and r["se"] == pytest.approx(se)
+    assert (r["lo"], r["hi"]) == pytest.approx((r["mu"] - half, r["mu"] + half))
+    wide = prediction.predict(np.array([-0.6, 0.0, 0.7]), np.array([0.01, 0.01, 0.01]))
+    assert (wide["lo"], wide["hi"]) == (-1.0, 1.0)  # a gap of accuracies is cut at ±100 points
+    hts = prediction.predict(gap, var, method="hts_pm")
+    assert hts["df"] == 2 and hts["hi"] - hts["lo"] > r["hi"] - r["lo"]
+    for k in (1, 2):
+        few = prediction.predict(gap[:k], var[:k])
+        assert not few["valid"] and np.isnan(few["lo"]) and "at least 3" in few["note"]
+
+
+def _records_of(rng, k: int, axis: str):
+    gap, var = _multiverse(rng, k, tau=rng.uniform(0, 0.4), n=int(rng.integers(3, 40)))
+    gap = gap - rng.uniform(0, 0.4)
+    p = prediction.predict(gap, var)
+    mu = p["mu"] if np.isfinite(p["mu"]) else gap.mean()
+    row = {"model": "m", "condition": "concept_learning", "axis": axis, "n_variants": k, "pooled_gap": p["mu"],
+           "pooled_se": p["se"], "tau2": p["tau2"], "tau2_dl": p["tau2_dl"], "pi_low": p["lo"], "pi_high": p["hi"],
+           "pi_df": p["df"], "gap_min": gap.min(), "gap_max": gap.max(),
+           "share_same_sign": float((np.sign(gap) == np.sign(mu)).mean()) if mu != 0 else np.nan,
+           "valid": p["valid"], "note": p["note"]}
+    return prediction.records(pd.DataFrame([row], columns=prediction.COLUMNS)), gap
+
+
+def test_sentences_agree_with_their_records_over_random_multiverses():
+    """300 random multiverses (1–24 variants, gaps of either sign): the sentence states the interval of its record,
+    whether it includes 0, how many variants share the pooled sign, the range tried, and no interval below 3."""
+    rng = np.random.default_rng(7)
+    for i in range(300):
+        k = int(rng.integers(1, 25))
+        axis = ["template", "phrase", "all"][i % 3]
+        recs, gap = _records_of(rng, k, axis)
+        (line,) = prediction.sentences({"records": recs})
+        r = recs[0]
+        assert f"across the {k} " in line and f"gap was {prediction._pts(gap.min())} to " in line
+        if k < 3:
+            assert not r["valid"] and "no prediction interval" in line and "includes" not in line
+            continue
+        assert r["valid"] and r["p"] is None
+        assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_high'])} points" in line
+        assert ("which includes 0" in line) == (r["ci_low"] <= 0 <= r["ci_high"])
+        assert ("which excludes 0" in line) == (not r["ci_low"] <= 0 <= r["ci_high"])
+        same = int((np.sign(gap) == np.sign(r["estimate"])).sum())
+        assert f"{same} of {k} " in line and ("(positive," in line) == (r["estimate"] > 0)
+        assert "heterogeneity test was not run" in line  # no heterogeneity record given
+
+
+@pytest.fixture(scope="module")
+def cal(load_benchmark):
+    return load_benchmark("calibration_prediction")
+
+
+def test_fast_calibration_covers_a_new_variant(cal, tmp_path):
+    out = tmp_path / "cal.json"
+    assert cal.main(["--fast", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["sims"] == 200 and all(0.85 <= r["hk_pm_adhoc"]["coverage"] for r in res["results"])
+
+
+def test_committed_calibration_is_the_docs_table_and_the_sentences_numbers(cal):
+    res = json.loads((ROOT / "benchmarks" / "results" / "calibration_prediction.json").read_text())
+    assert res["sims"] >= 200 and res["reported"] == prediction.METHODS[0]
+    assert {r["tau"] for r in res["results"]} >= {0.0, 1.2}
+    assert {r["design"]["name"] for r in res["results"]} >= {"demo_templates", "study_templates"}
+    docs = (ROOT / "docs" / "statistics.md").read_text()
+    assert cal.markdown(res) in docs
+    cov = {key: [r["hk_pm_adhoc"]["coverage"] for r in res["results"] if (r["design"]["v"] > 4) == (key == "crossed")]
+           for key in ("variants", "crossed")}
+    for key, (lo, hi) in prediction.COVERAGE.items():
+        assert (lo, hi) == pytest.approx((min(cov[key]), max(cov[key])))
+        assert f"{100 * lo:.1f}–" in docs and (f"–{100 * hi:.0f}%" in docs or f"–{100 * hi:.1f}%" in docs)
+    assert min(cov["variants"]) >= 0.90  # with 3–4 variants the reported interval never under-covers
+    def span(method, keep):
+        c = [r[method]["coverage"] for r in res["results"] if keep(r)]
+        return f"{100 * min(c):.1f}–{100 * max(c):.1f}%".replace(".0%", "%")
+    few = lambda r: r["design"]["v"] <= 4  # noqa: E731
+    assert f"over-covers ({span('hts_pm', few)};" in docs
+    assert f"differ ({span('hk_pm', lambda r: few(r) and r['tau'] > 0)})" in docs
+    assert f"agree ({span('hk_pm_adhoc', lambda r: few(r) and r['tau'] == 0)} at" in docs
+    worst = [min(r[m]["coverage"] for r in res["results"] if not few(r)) for m in prediction.METHODS]
+    assert f"({100 * min(worst):.1f}–{100 * max(worst):.1f}%\nin the worst one)" in docs
+    # what the page says of its failures is what the file holds
+    assert {f.split(":")[0] for f in res["failures"]} == {
+        f"hk_pm_adhoc {r['design']['name']}/tau={r['tau_name']}" for r in res["results"]
+        if not 0.90 <= r["hk_pm_adhoc"]["coverage"] <= 0.97}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    run = tmp_path_factory.mktemp("robustness") / "run"
+    shutil.copytree(SAMPLE, run)
+    a = analysis.analyze_run(run, n_boot=100, use_r=False)
+    return run, a
+
+
+def test_sample_writes_records_table_columns_and_the_specification_curve(sample):
+    run, a = sample
+    summary = json.loads((run / "summary.json").read_text())
+    recs = [r for r in summary["records"] if r["test"] == "prediction_interval"]
+    assert sorted((r["model"], r["term"]) for r in recs) == sorted(
+        (m, t) for m in (BASE, CONTROL) for t in ("template", "phrase", "answer_words", "all"))
+    assert all(r["valid"] == (r["n_variants"] >= 3) for r in recs)
+    block = summary["models"][CONTROL]["prediction_interval"]["concept_learning"]["template"]
+    rec = next(r for r in recs if r["model"] == CONTROL and r["term"] == "template")
+    assert block == {"pooled_gap": rec["estimate"], "pi_low": rec["ci_low"], "pi_high": rec["ci_high"],
+                     "n_variants": 4, "valid": True}
+    table = pd.read_csv(run / "tables" / "robustness.csv")
+    assert {"re_pooled_gap", "pi_low", "pi_high", "re_tau2"} <= set(table.columns)
+    t = table[(table["model"] == CONTROL) & (table["axis"] == "template")]
+    rec = next(r for r in recs if r["model"] == CONTROL and r["term"] == "template")
+    assert t["pi_low"].iloc[0] == pytest.approx(rec["ci_low"], abs=1e-3)
+    assert_figure(run / "figures" / "specification_curve.png")
+    text = (run / "results.md").read_text()
+    assert all(line in text for line in prediction.sentences(summary))
+
+
+def test_sample_readings_of_the_control_and_the_base_model(sample):
+    """Real weights: across the templates the base model's interval is wide and includes 0; the control's planted
+    gap belongs to the wording it was trained on (paper template, "the desired quantity", Yes/No), so across the
+    templates it does not keep its sign and its interval includes 0. The sample's README states both sentences."""
+    run, a = sample
+    recs = {(r["model"], r["term"]): r for r in a.summary["records"] if r["test"] == "prediction_interval"}
+    base, control = recs[(BASE, "template")], recs[(CONTROL, "template")]
+    assert base["ci_low"] < 0 < base["ci_high"] and base["ci_high"] - base["ci_low"] > 0.3
+    assert control["ci_low"] < 0 < control["ci_high"]
+    s = a.scores[(a.scores["template"] == "paper") & (a.scores["phrase"] == "desired_quantity")]
+    acc = s.groupby(["model", "monotonicity"])["correct"].mean()
+    assert acc[CONTROL, "upward"] > acc[CONTROL, "downward"] + 0.3  # the planted gap, under the training wording
+    assert acc[BASE, "upward"] < acc[BASE, "downward"]  # which the base model does not have
+    readme = (SAMPLE / "README.md").read_text()
+    lines = prediction.sentences(a.summary)
+    for who in (BASE, CONTROL):
+        line = next(x for x in lines if x.startswith(f"{who}, concept learning: across the 4 templates"))
+        assert line in readme
+
+
+@pytest.mark.parametrize("templates", [4, 8])
+def test_specification_curve_draws_every_specification_and_which_variants_it_used(templates):
+    """4 specifications (one axis) and 48 (8 templates × 3 phrases × 2 answer-word pairs): one point with its CI per
+    specification, ordered by gap, within ±100 points, and a marker row per variant below."""
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(templates)
+    n = 960
+    axes = ["template"] if templates == 4 else ["template", "phrase", "answer_words"]
+    d = pd.DataFrame({"model": "m", "condition": "concept_learning",
+                      "template": rng.choice([f"t{i}" for i in range(templates)], n),
+                      "phrase": rng.choice(["a", "b", "c"], n), "answer_words": rng.choice(["yes_no", "true_false"], n),
+                      "monotonicity": rng.choice(["upward", "downward"], n)})
+    d["correct"] = rng.random(n) < np.where(d["monotonicity"] == "upward", 0.7, 0.5)
+    spec = prediction.specifications(d, axes)
+    fig = prediction.curve(spec, prediction.table(d, axes), axes)
+    top, low = fig.axes[:2]
+    x, y = top.containers[0][0].get_data()  # the errorbar's points
+    assert len(x) == len(spec) == (4 if templates == 4 else 48) and (np.diff(y) >= 0).all()
+    assert top.get_ylim() == (-105, 105) and (spec["ci_low"] >= -1).all() and (spec["ci_high"] <= 1).all()
+    assert len(low.get_yticks()) == (4 if templates == 4 else 8 + 3 + 2)
+    plt.close(fig)
