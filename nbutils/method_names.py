@@ -1,0 +1,71 @@
+"""What each statistical procedure is called in words: its full name (``METHODS``, for tables, caveats and
+``summary.json``'s ``method``) and a name of at most six words (``SHORT_METHODS``, for a headline sentence a reader
+pastes), by the ``test`` name a record carries."""
+
+# what each procedure is, in words, for the parenthesis after a sentence's numbers
+METHODS = {
+    "glmm_lrt": "binomial GLMM, lme4, likelihood-ratio test",
+    "gee_bias_reduced": "logistic GEE clustered by threshold, bias-reduced SE, t(K−1)",
+    "glm_single_threshold": "logistic GLM at one threshold",
+    "firth_plr": "Firth's penalised logistic regression, a gap per threshold, their mean tested with t(K−1)",
+    "signflip_gap": "sign-flip test over thresholds, t(K−1) CI",
+    "signflip_gap_difference": "sign-flip test over thresholds, t(K−1) CI",
+    "signflip_dprime_gap": "sign-flip test over thresholds, t(K−1) CI",
+    "cluster_bootstrap": "bootstrap over thresholds, descriptive",
+    "cmh": "Mantel–Haenszel odds ratio, CMH test",
+    "breslow_day": "Breslow–Day test",
+    "fisher": "Fisher's exact test, Holm",
+    "mcnemar": "exact McNemar test, Holm",
+    "binomial": "exact binomial test, Wilson CI, Holm",
+    "accuracy_vs_chance": "exact binomial test, Wilson CI",
+    "floor_binomial": "exact binomial test against the task floor, one-sided, Wilson CI",
+    "examples_score_test": "score test of the examples' labels beyond the query",
+    "monotonicity_gap": "bootstrap CI over thresholds, CMH test",
+    "group_contrast": "Holm over pairs",
+    "margin_auc": "Mann–Whitney test",
+    "precision_agreement": "Wilson CI",
+    "precision_mcnemar_exact": "exact McNemar test",
+    "cue_accuracy_test": "Newcombe CI, Fisher's exact test, Holm-adjusted p",
+    "cue_distribution_test": "Fisher's exact test",
+    "mcnemar_vs_baseline": "exact McNemar test, Holm",
+    # a comparison's test of model × upward: its sentence says what is compared (one gap minus the other) already
+    "glmm_models": "binomial GLMM, prompt random intercept, lme4, likelihood-ratio test",
+    "gee_models": "logistic GEE clustered by prompt, bias-reduced SE, Wald z",
+    "firth_models": "Firth's penalised logistic regression per threshold, their mean tested with t(K−1)",
+    "mcnemar_models": "exact McNemar test of equal accuracy on the same prompts",
+    "dif_vs_accuracy_regression": "OLS, one point per model",
+    "lmm_negation_satterthwaite": "linear mixed model, lme4, Satterthwaite t",
+    "lmm_negation_mixedlm_z": "linear mixed model, statsmodels MixedLM, Wald z",
+    "gee_logit": "logistic GEE clustered by item, bias-reduced SE",
+    "gee_wald": "joint Wald test of the GEE",
+    "cochran_q": "Cochran's Q test",
+    "response_bias_binomial": "exact binomial test, Holm",
+    "response_bias_chi2_gof": "chi-square goodness-of-fit test, Holm",
+    "d_prime": "signal detection, log-linear corrected",
+    "criterion_c": "signal detection, log-linear corrected",
+    "accuracy": "Wilson CI",
+    "dif": "DIF, Jaccard similarity with the baseline",
+    "dif_score": "mean over real personas",
+}
+METHOD_PREFIXES = {"welch_real_vs_": "Welch's t-test", "permutation_real_vs_": "permutation test over persona labels"}
+# the same procedures in at most six words, for a headline sentence a reader pastes (the full name is in the tables,
+# summary.json's ``method`` and the caveats)
+SHORT_METHODS = {
+    "glmm_lrt": "binomial GLMM, LRT", "gee_bias_reduced": "GEE by threshold", "glm_single_threshold": "logistic GLM",
+    "firth_plr": "Firth regression by threshold", "signflip_gap": "sign-flip test",
+    "signflip_gap_difference": "sign-flip test", "signflip_dprime_gap": "sign-flip test",
+    "cluster_bootstrap": "threshold bootstrap, descriptive", "cmh": "Mantel–Haenszel test", "breslow_day": "Breslow–Day test",
+    "fisher": "Fisher's exact test, Holm", "mcnemar": "exact McNemar test, Holm", "binomial": "exact binomial test, Holm",
+    "accuracy_vs_chance": "exact binomial test", "floor_binomial": "one-sided exact binomial test",
+    "examples_score_test": "score test", "monotonicity_gap": "CMH test", "group_contrast": "Holm over pairs",
+    "margin_auc": "Mann–Whitney test", "precision_agreement": "Wilson CI", "precision_mcnemar_exact": "exact McNemar test",
+    "cue_accuracy_test": "Fisher's exact test, Holm", "cue_distribution_test": "Fisher's exact test",
+    "mcnemar_vs_baseline": "exact McNemar test, Holm", "glmm_models": "binomial GLMM, LRT", "gee_models": "GEE by prompt",
+    "firth_models": "Firth regression by threshold", "mcnemar_models": "exact McNemar test",
+    "dif_vs_accuracy_regression": "OLS over models", "lmm_negation_satterthwaite": "linear mixed model, Satterthwaite t",
+    "lmm_negation_mixedlm_z": "linear mixed model, Wald z", "gee_logit": "GEE by item", "gee_wald": "GEE Wald test",
+    "cochran_q": "Cochran's Q test", "response_bias_binomial": "exact binomial test, Holm",
+    "response_bias_chi2_gof": "chi-square test, Holm", "d_prime": "signal detection", "criterion_c": "signal detection",
+    "accuracy": "Wilson CI", "dif": "DIF, Jaccard similarity", "dif_score": "mean over real personas",
+}
+SHORT_PREFIXES = {"welch_real_vs_": "Welch's t-test", "permutation_real_vs_": "permutation test"}
