@@ -117,8 +117,9 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     if not a.tables["robustness"].empty:
         figs["robustness"] = robustness.figure(a.tables["robustness"], a.tables["gap_pooled"])
         varied = robustness.varied_axes(a.scores)
-        figs["specification_curve"] = prediction.curve(prediction.specifications(a.scores, varied),
-                                                       a.tables["prediction"], varied)
+        spec = prediction.specifications(a.scores, varied)
+        if len(spec):  # no crossed cell with both directions (a tiny multiverse): no curve to draw
+            figs["specification_curve"] = prediction.curve(spec, a.tables["prediction"], varied)
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
     return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),
