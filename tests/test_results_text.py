@@ -413,3 +413,28 @@ def test_power_is_said_as_the_approximation_it_is():
     words = power_sentence(30, 30, "upward", "downward", clusters="threshold")
     assert "about 36 points" in words and "approximately" in words and "normal approximation" in words
     assert len(words.split()) <= 60
+
+
+def test_property_a_headline_names_its_method_in_six_words_and_a_caveat_says_why_in_forty():
+    """Every procedure has a short name of at most six words, which is what a headline sentence prints; a caveat of
+    a test that is not estimable is at most 40 words, whatever its reason holds, and prints no orders of magnitude."""
+    from nbutils.headline import fit_caveats
+    from nbutils.method_names import METHODS, SHORT_METHODS
+
+    assert set(METHODS) <= set(SHORT_METHODS)
+    assert all(len(v.split()) <= 6 for v in SHORT_METHODS.values())
+    rng = np.random.default_rng(50)
+    reasons = ["the log odds ratio is 23.4: (quasi-)complete separation of the groups, so the test is not reliable",
+               "the 95% CI spans 29498819.5 orders of magnitude of the odds ratio: the data do not locate the effect",
+               "the pair random effect's SD is 63.7 on the logit scale, implausibly large: a quasi-separation by pair",
+               "singular Hessian: the standard error is not finite or is zero",
+               "a reason of some other kind that runs on and on " * 5]
+    for _ in range(500):
+        rec = _random_record(rng)
+        rec.update(test=str(rng.choice(list(METHODS))), condition="concept_learning", headline=True, valid=False,
+                   model=str(rng.choice(["olmo-2-1124-13b-instruct", "m"])),
+                   note="what; " + ", and ".join(rng.choice(reasons, size=rng.integers(1, 4), replace=False)))
+        words = results.sentence(rec, reasons=False)
+        assert f"({results.short_method(rec)})" in words and len(results.short_method(rec).split()) <= 6, words
+        for caveat in fit_caveats([rec]):
+            assert len(caveat.split()) <= 40 and "orders of magnitude" not in caveat, caveat
