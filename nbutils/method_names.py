@@ -56,7 +56,7 @@ SHORT_METHODS = {
     "signflip_gap_difference": "sign-flip test", "signflip_dprime_gap": "sign-flip test",
     "cluster_bootstrap": "threshold bootstrap, descriptive", "cmh": "Mantel–Haenszel test", "breslow_day": "Breslow–Day test",
     "fisher": "Fisher's exact test, Holm", "mcnemar": "exact McNemar test, Holm", "binomial": "exact binomial test, Holm",
-    "accuracy_vs_chance": "exact binomial test", "floor_binomial": "one-sided exact binomial test",
+    "accuracy_vs_chance": "exact binomial test", "floor_binomial": "exact binomial test",
     "examples_score_test": "score test", "monotonicity_gap": "CMH test", "group_contrast": "Holm over pairs",
     "margin_auc": "Mann–Whitney test", "precision_agreement": "Wilson CI", "precision_mcnemar_exact": "exact McNemar test",
     "cue_accuracy_test": "Fisher's exact test, Holm", "cue_distribution_test": "Fisher's exact test",

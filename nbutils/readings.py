@@ -23,7 +23,8 @@ import math
 
 from .records import model_block
 from .stats import can_reject
-from .results import ALPHA, SHORT_METHODS, _finite, fmt_ci, fmt_num, fmt_p, fmt_ratio, phrase, verdict
+from .results import (ALPHA, SHORT_METHODS, _finite, _shown, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
+                      odds_ratio_scale, phrase, verdict)
 
 READINGS = ("learned", "prior", "below_floor", "no_evidence", "no_valid_test")
 MARGINAL_ORDER = ("gee_bias_reduced", "firth_plr", "cmh")  # where a marginal OR beside a conditional one comes from
@@ -71,25 +72,15 @@ def marginal_record(summary: dict, model, condition) -> dict | None:
     return None
 
 
-def scale_word(record: dict) -> str:
-    """``conditional`` for an odds ratio conditional on the prompt pair (the GLMM), ``marginal`` otherwise."""
-    return "conditional" if str(record.get("test", "")).startswith("glmm") else "marginal"
-
-
-def numbers(record: dict, alpha: float = ALPHA) -> str:
-    """The record's numbers with its odds ratio's scale named: ``marginal OR = 36.00, 95% CI […], p = .015``."""
-    return phrase(record, alpha)  # the sentence engine names the odds ratio's scale
-
-
 def _marginal_beside(summary: dict, rec: dict, alpha: float) -> str:
     """``; marginal OR = 19.8, 95% CI […] (GEE by threshold)`` beside a conditional OR, or nothing."""
-    if scale_word(rec) != "conditional":
+    if odds_ratio_scale(rec) != "conditional":
         return ""
     m = marginal_record(summary, rec.get("model"), rec.get("condition"))
     if m is None:
         return ""
-    est, lo, hi = (math.exp(m[k]) if _finite(m.get(k)) and m[k] < 709 else None for k in ("estimate", "ci_low", "ci_high"))
-    if est is None:
+    est, lo, hi, _ = _shown(m, claim_of(m))  # on the odds-ratio scale
+    if not _finite(est):
         return ""
     ci = fmt_ci(lo, hi, fmt=fmt_ratio)
     return f"; marginal OR = {fmt_ratio(est)}{', ' + ci if ci else ''}, {SHORT_METHODS.get(m['test'], m['test'])}"
@@ -194,7 +185,7 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
                                                         if counts else ""))
     elif v in ("more", "less"):
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
-        nums = numbers(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
+        nums = phrase(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
         if uses is not None and uses.get("uses") is False:
             kind = "prior"  # the query-only model's own test (``query_p``) is in the headline entry
             what = "the stated concept" if stated else "the examples"
@@ -210,7 +201,7 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             verb = "answered" if stated else "learned"
             text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums})"
     else:
-        nums = numbers(rec, alpha)
+        nums = phrase(rec, alpha)
         n = cond.get("n")
         big = _finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
             abs(cond["gap"]) >= detectable_gap(n // 2, n // 2, alpha)
@@ -225,21 +216,17 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
         elif big:
             kind = "no_evidence"
             text = (f"the observed gap, {_points(cond.get('gap'))} ({accs}), is not significant at "
-                    f"α = {fmt_alpha_s(alpha)} ({nums}{method}): the thresholds disagree, so it is not established "
+                    f"α = {fmt_alpha(alpha)} ({nums}{method}): the thresholds disagree, so it is not established "
                     "for thresholds in general")
         else:
             kind = "no_evidence"
             verb = "answered" if stated else "learned"
-            text = (f"no evidence at α = {fmt_alpha_s(alpha)} that upward and downward concepts are {verb} "
+            text = (f"no evidence at α = {fmt_alpha(alpha)} that upward and downward concepts are {verb} "
                     f"differently ({accs}; {nums}{method})")
     caveats = _caveats(summary, model, condition, cond, rec, alpha)
     sentence = f"{model}, {where}: {text}" + (f" ({'; '.join(caveats)})" if caveats else "") + "."
     return {"reading": kind, "floor": floor, "uses_examples": uses, "rule": rule, "constant": const,
             "sentence": sentence, "rule_sentence": rule_sentence(model, condition, rule, alpha)}
-
-
-def fmt_alpha_s(alpha: float) -> str:
-    return f"{alpha:g}".lstrip("0")
 
 
 def has_readings(summary: dict) -> bool:

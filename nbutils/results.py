@@ -32,7 +32,7 @@ def short_method(record: dict) -> str:
     """The record's procedure in at most six words (``GEE by threshold``), its sidedness where one-sided."""
     test = str(record.get("test", ""))
     side = claim_of(record).get("sided")
-    sided = ", one-sided" if side in ("greater", "less") and test != "floor_binomial" else ""
+    sided = ", one-sided" if side in ("greater", "less") else ""
     for prefix, words in SHORT_PREFIXES.items():
         if test.startswith(prefix):
             return words + sided
@@ -214,7 +214,7 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     ci_unit = "%" if scale == "proportion" else ""
     symbol = h.get("symbol", "estimate")
     if scale == "log_odds_ratio" and symbol == "OR":  # which odds ratio: conditional on a random effect, or marginal
-        symbol = f"{'conditional' if str(record.get('test', '')).startswith('glmm') else 'marginal'} OR"
+        symbol = f"{odds_ratio_scale(record)} OR"
     bits = [f"{symbol} = {text}{unit}"]
     if _finite(lo) and _finite(hi):
         ci_digits = _ci_digits(lo, hi, null, fmt, digits) if claims_side else digits
@@ -223,6 +223,12 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     if _finite(p):
         bits.append(fmt_p(p, alpha))
     return ", ".join(bits)
+
+
+def odds_ratio_scale(record: dict) -> str:
+    """``conditional`` for an odds ratio conditional on a random effect (a GLMM's), ``marginal`` otherwise (GEE,
+    Firth, Mantel–Haenszel, sign-flip)."""
+    return "conditional" if str(record.get("test", "")).startswith("glmm") else "marginal"
 
 
 def _cap(s: str) -> str:
