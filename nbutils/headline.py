@@ -138,6 +138,12 @@ def test_name(test: str) -> str:
     return METHODS.get(test, str(test).replace("_", " "))
 
 
+# what a gap means (``nbutils.readings``), in a few words for the report's first table
+READING_WORDS = {"learned": "learned from the examples", "prior": "a prior on the query, not learned",
+                 "below_floor": "below the task floor: no conclusion", "no_evidence": "no evidence of a gap",
+                 "no_valid_test": "no valid test"}
+
+
 def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     """The headline tests as the first table of a report: per model and what is tested, the accuracies upward and
     downward and their gap where the study records them, the estimate with its 95% CI (printed as the sentences print
@@ -159,6 +165,7 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
                      "acc_down": pct(e.get("acc_down")),
                      "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
                      "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,
+                     "reading": READING_WORDS.get(e.get("reading"), ""),
                      "verdict": e.get("verdict"), "_order": (r.get("condition") is None, not e.get("valid"))})
     rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
     return rows

@@ -126,7 +126,7 @@ def headline_table(rows: list[dict]) -> Markup:
 
 HEADLINE_COLUMNS = [("model", "model"), ("what", "what is tested"), ("acc_up", "accuracy upward"),
                     ("acc_down", "accuracy downward"), ("gap", "gap"), ("estimate", "estimate, 95% CI"), ("p", "p"),
-                    ("test", "test")]
+                    ("test", "test"), ("reading", "what it means")]
 _HEADLINE = """<table class="headline"><thead><tr>{% for c in cols %}<th>{{ c[1] }}</th>{% endfor %}</tr></thead>
 <tbody>{% for r in rows %}<tr{% if r.verdict in ("more", "less", "effect") %} class="evidence"{% endif %}>
 {%- for c in cols %}<td class="{{ c[0] }}">{{ r.get(c[0]) or "" }}</td>{% endfor %}</tr>

@@ -399,7 +399,7 @@ def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_p
     assert finding.find_previous_sibling("nav") is None and finding.find_next_sibling("nav")["class"] == ["toc"]
     heads = [th.get_text() for th in finding.select("table.headline th")]
     assert heads == ["model", "what is tested", "accuracy upward", "accuracy downward", "gap", "estimate, 95% CI", "p",
-                     "test"]
+                     "test", "what it means"]
     rows = [[td.get_text() for td in tr.find_all("td")] for tr in finding.select("table.headline tbody tr")]
     assert rows[0][:5] == ["smollm2-135m-instruct", "the upward vs downward gap under concept learning", "60.0%",
                            "50.0%", "+10.0 pp"]
