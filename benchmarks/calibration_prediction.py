@@ -7,7 +7,7 @@ known between-variant spread of the gap (0, moderate, large). Each variant gets 
 (binomial answers). The interval is computed with the study's own function from the variants' gaps; a fresh variant
 is then drawn from the same family and its true gap (upward minus downward accuracy, in expectation) checked against
 the interval. Coverage is the share of multiverses whose interval holds the fresh variant's true gap; nominal 95%,
-required 90–97% for the reported construction (``hk_pm``) in every cell.
+required 90–97% for the reported construction (``cd``) in every cell.
 
     python benchmarks/calibration_prediction.py --sims 400 --out benchmarks/results/calibration_prediction.json
     python benchmarks/calibration_prediction.py --fast      # few simulations, loose bounds; exit 1 on failure
@@ -98,8 +98,8 @@ def failures_of(rows: list[dict], low: float, high: float) -> list[str]:
             for r in rows if not low <= r[m]["coverage"] <= high]
 
 
-LABELS = {"hk_pm_adhoc": "HK, scale ≥ 1, t(k−1) (reported)", "hk_pm": "HK, t(k−1)", "hts_pm": "HTS, PM, t(k−2)",
-          "hts_dl": "HTS, DL, t(k−2)"}
+LABELS = {"cd": "confidence distribution (reported)", "hk_pm_adhoc": "HK, scale ≥ 1, t(k−1)", "hk_pm": "HK, t(k−1)",
+          "hts_pm": "HTS, PM, t(k−2)", "hts_dl": "HTS, DL, t(k−2)"}
 
 
 def markdown(res: dict) -> str:

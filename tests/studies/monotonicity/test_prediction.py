@@ -60,14 +60,86 @@ def test_tau2_meets_its_estimating_equations_and_a_direct_reml_fit():
     assert homogeneous["tau2"] == 0 == homogeneous["tau2_dl"] and homogeneous["mu"] == pytest.approx(0.2)
 
 
+def test_pooled_gap_and_its_standard_errors_match_statsmodels_combine_effects():
+    """The pooled gap, τ² and both standard errors (model-based and Hartung–Knapp) against statsmodels' random-effects
+    meta-analysis on the same data, for the Paule–Mandel and the DerSimonian–Laird τ²."""
+    import warnings
+
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    rng = np.random.default_rng(3)
+    for k in (3, 4, 12, 24):
+        gap, var = _multiverse(rng, k, tau=0.2, n=20)
+        for method, re in (("hk_pm", "pm"), ("hts_dl", "dl")):
+            r = prediction.predict(gap, var, method=method)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = combine_effects(gap, var, method_re=re)
+            assert r["tau2"] == pytest.approx(max(ref.tau2, 0), abs=1e-10)
+            assert r["mu"] == pytest.approx(ref.mean_effect_re, abs=1e-10)
+            se = ref.sd_eff_w_re_hksj if method == "hk_pm" else ref.sd_eff_w_re
+            assert r["se"] == pytest.approx(se, rel=1e-6)
+
+
+class _Fixed:
+    """A generator whose uniforms are given: the τ² draw at chosen levels."""
+
+    def __init__(self, u):
+        self.u = np.asarray(u, dtype=float)
+
+    def random(self, size):
+        return self.u
+
+
+def test_tau2_draws_follow_the_q_profile_confidence_distribution():
+    """The draws of τ²: the share at 0 is the homogeneity test's p (Cochran's Q from statsmodels); the draw at the
+    level where the χ²(k−1) quantile is k − 1 is statsmodels' Paule–Mandel estimate; at 2.5% and 97.5% the generalised
+    Q equals the χ² quantile (the Q-profile CI's limits)."""
+    import warnings
+
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    rng = np.random.default_rng(4)
+    for tau in (0.0, 0.1, 0.3, 0.3):
+        gap, var = _multiverse(rng, 10, tau=tau, n=30)
+        d = prediction.tau2_draws(gap, var, np.random.default_rng(0), size=40000)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = combine_effects(gap, var, method_re="pm")
+        p0 = sps.chi2.sf(ref.q, 9)
+        assert (d == 0).mean() == pytest.approx(p0, abs=0.01)
+        u_pm = sps.chi2.sf(9, 9)  # Paule–Mandel: the generalised Q equal to its mean k − 1
+        (pm,) = prediction.tau2_draws(gap, var, _Fixed([u_pm]), size=1)
+        assert pm == pytest.approx(max(ref.tau2, 0), rel=2e-3, abs=1e-9)
+        for u, t2 in zip((0.025, 0.975), prediction.tau2_draws(gap, var, _Fixed([0.025, 0.975]), size=2)):
+            if t2 > 0:
+                w = 1 / (var + t2)
+                q = (w * (gap - (w * gap).sum() / w.sum()) ** 2).sum()
+                assert q == pytest.approx(sps.chi2.isf(u, 9), rel=2e-3)
+            else:
+                assert ref.q <= sps.chi2.isf(u, 9)
+
+
 def test_interval_formula_and_too_few_variants():
     gap, var = np.array([0.10, 0.25, 0.05, 0.30]), np.array([0.01, 0.012, 0.02, 0.011])
-    r = prediction.predict(gap, var)
+    r = prediction.predict(gap, var, method="hk_pm_adhoc")
     w = 1 / (var + r["tau2"])
     se = np.sqrt(max((w * (gap - r["mu"]) ** 2).sum() / 3, 1.0) / w.sum())
     half = sps.t.ppf(0.975, 3) * np.sqrt(r["tau2"] + se ** 2)
     assert r["valid"] and r["df"] == 3 and r["se"] == pytest.approx(se)
     assert (r["lo"], r["hi"]) == pytest.approx((r["mu"] - half, r["mu"] + half))
+    # the reported interval: quantiles of the predictive draws, the same for the same data, wider than the plain HK
+    cd = prediction.predict(gap, var)
+    assert cd == prediction.predict(gap, var) and cd["lo"] < cd["mu"] < cd["hi"]
+    plain = prediction.predict(gap, var, method="hk_pm")
+    assert cd["lo"] < plain["lo"] and cd["hi"] > plain["hi"]
+    rng = np.random.default_rng(0)  # its draws, by hand
+    t2 = prediction.tau2_draws(gap, var, rng)
+    wb = 1 / (var[None, :] + t2[:, None])
+    mb = (wb * gap).sum(1) / wb.sum(1)
+    vb = (wb * (gap - mb[:, None]) ** 2).sum(1) / 3 / wb.sum(1)
+    new = mb + rng.standard_normal(len(t2)) * np.sqrt(t2) - rng.standard_t(3, len(t2)) * np.sqrt(vb)
+    assert (cd["lo"], cd["hi"]) == pytest.approx(tuple(np.quantile(new, [0.025, 0.975])))
     wide = prediction.predict(np.array([-0.6, 0.0, 0.7]), np.array([0.01, 0.01, 0.01]))
     assert (wide["lo"], wide["hi"]) == (-1.0, 1.0)  # a gap of accuracies is cut at ±100 points
     hts = prediction.predict(gap, var, method="hts_pm")
@@ -122,35 +194,48 @@ def test_fast_calibration_covers_a_new_variant(cal, tmp_path):
     out = tmp_path / "cal.json"
     assert cal.main(["--fast", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
-    assert res["sims"] == 200 and all(0.85 <= r["hk_pm_adhoc"]["coverage"] for r in res["results"])
+    assert res["sims"] == 200 and all(0.85 <= r["cd"]["coverage"] for r in res["results"])
 
 
 def test_committed_calibration_is_the_docs_table_and_the_sentences_numbers(cal):
     res = json.loads((ROOT / "benchmarks" / "results" / "calibration_prediction.json").read_text())
-    assert res["sims"] >= 200 and res["reported"] == prediction.METHODS[0]
-    assert {r["tau"] for r in res["results"]} >= {0.0, 1.2}
-    assert {r["design"]["name"] for r in res["results"]} >= {"demo_templates", "study_templates"}
-    docs = (ROOT / "docs" / "statistics.md").read_text()
-    assert cal.markdown(res) in docs
-    cov = {key: [r["hk_pm_adhoc"]["coverage"] for r in res["results"] if (r["design"]["v"] > 4) == (key == "crossed")]
-           for key in ("variants", "crossed")}
-    for key, (lo, hi) in prediction.COVERAGE.items():
-        assert (lo, hi) == pytest.approx((min(cov[key]), max(cov[key])))
-        assert f"{100 * lo:.1f}–" in docs and (f"–{100 * hi:.0f}%" in docs or f"–{100 * hi:.1f}%" in docs)
-    assert min(cov["variants"]) >= 0.90  # with 3–4 variants the reported interval never under-covers
-    def span(method, keep):
-        c = [r[method]["coverage"] for r in res["results"] if keep(r)]
-        return f"{100 * min(c):.1f}–{100 * max(c):.1f}%".replace(".0%", "%")
+    rows = res["results"]
+    assert res["sims"] >= 200 and res["reported"] == prediction.METHODS[0] == "cd"
+    assert {r["tau"] for r in rows} >= {0.0, 1.2}
+    assert {r["design"]["name"] for r in rows} >= {"demo_templates", "study_templates", "demo_crossed",
+                                                   "study_crossed"}
+    docs = " ".join((ROOT / "docs" / "statistics.md").read_text().split())
+    assert cal.markdown(res) in (ROOT / "docs" / "statistics.md").read_text()
     few = lambda r: r["design"]["v"] <= 4  # noqa: E731
-    assert f"over-covers ({span('hts_pm', few)};" in docs
-    assert f"differ ({span('hk_pm', lambda r: few(r) and r['tau'] > 0)})" in docs
-    assert f"agree ({span('hk_pm_adhoc', lambda r: few(r) and r['tau'] == 0)} at" in docs
-    worst = [min(r[m]["coverage"] for r in res["results"] if not few(r)) for m in prediction.METHODS]
-    assert f"({100 * min(worst):.1f}–{100 * max(worst):.1f}%\nin the worst one)" in docs
-    # what the page says of its failures is what the file holds
-    assert {f.split(":")[0] for f in res["failures"]} == {
-        f"hk_pm_adhoc {r['design']['name']}/tau={r['tau_name']}" for r in res["results"]
-        if not 0.90 <= r["hk_pm_adhoc"]["coverage"] <= 0.97}
+    crossed = lambda r: not few(r)  # noqa: E731
+
+    def cov(method, keep):
+        return [r[method]["coverage"] for r in rows if keep(r)]
+
+    def span(method, keep):
+        c = cov(method, keep)
+        return f"{100 * min(c):.1f}–{100 * max(c):.1f}%".replace(".0%", "%")
+
+    for key, keep in (("variants", few), ("crossed", crossed)):
+        assert prediction.COVERAGE[key] == pytest.approx((min(cov("cd", keep)), max(cov("cd", keep))))
+    assert min(cov("cd", lambda r: True)) >= 0.90  # the reported interval never falls below 90%
+    assert (f"never falls below 90%: {span('cd', few)} with 3–4 variants at either size, {span('cd', crossed)} over 24 "
+            "crossed cells") in docs
+    for m in ("hk_pm", "hk_pm_adhoc", "hts_pm"):  # each plug-in interval's worst cell once the variants differ
+        assert f"{100 * min(cov(m, lambda r: r['tau'] > 0)):.1f}% " in docs
+        assert min(cov(m, lambda r: r["tau"] > 0)) < 0.90
+    assert f"over-covers ({span('hts_pm', few)})" in docs
+    assert f"{span('hk_pm', lambda r: crossed(r) and r['tau'] == 0.4)} when they differ moderately" in docs
+    width = {n: [r["cd"]["median_width_points"] for r in rows if few(r) and r["design"]["name"].startswith(n)]
+             for n in ("demo", "study")}
+    assert (f"{min(width['demo']):.0f}–{max(width['demo']):.0f} points at the demo's size" in docs
+            and f"{min(width['study']):.0f}–{max(width['study']):.0f} at the study's" in docs)
+    # the cells outside 90–97% are all above it, and the page names their span
+    out = [r for r in rows if not 0.90 <= r["cd"]["coverage"] <= 0.97]
+    assert all(r["cd"]["coverage"] > 0.97 and r["tau"] < 1.2 for r in out)
+    assert f"{span('cd', lambda r: r in out and few(r))} with 3–4 variants (within two" in docs
+    assert f"and {span('cd', lambda r: r in out and crossed(r))} over 24 crossed cells" in docs
+    assert {f.split(":")[0] for f in res["failures"]} == {f"cd {r['design']['name']}/tau={r['tau_name']}" for r in out}
 
 
 @pytest.fixture(scope="module")
