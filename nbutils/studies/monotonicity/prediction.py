@@ -197,6 +197,34 @@ def _pts(x: float) -> str:
     return fmt_num(100 * x, 0).replace("-", "−")
 
 
+def pooled_ci(r: dict) -> tuple[float, float]:
+    """The pooled gap's own 95% CI from a record: estimate ± t_df · SE (Hartung–Knapp)."""
+    half = sps.t.ppf(0.975, r["df"]) * r["se"]
+    return r["estimate"] - half, r["estimate"] + half
+
+
+def _show(n: int) -> str:
+    return "shows" if n == 1 else "show"
+
+
+def why_zero(r: dict, many: str) -> str:
+    """Why the prediction interval of record ``r`` includes or excludes 0, from its numbers: the pooled gap's own CI,
+    how many variants show the other sign (or none), and the spread between them (τ)."""
+    lo, hi = pooled_ci(r)
+    k, share = r["n_variants"], r.get("share_same_sign")
+    other = k - round(share * k) if share is not None else k
+    ci = f"the pooled gap's own 95% CI, {_pts(lo)} to {_pts(hi)} points, {'includes' if lo <= 0 <= hi else 'excludes'} 0"
+    tau = f"the spread between the {many} (τ = {_pts(np.sqrt(r['tau2']))} points)"
+    if not r["ci_low"] <= 0 <= r["ci_high"]:
+        return f"{ci}, and {tau} does not reach 0" if not lo <= 0 <= hi else (
+            f"{ci}, yet 97.5% of the draws of a new {many[:-1] if many.endswith('s') else many}'s gap fall on one side")
+    if lo <= 0 <= hi:
+        return ci + (f", and {other} of the {k} {many} {_show(other)} the other sign or none" if other else "")
+    if other:
+        return f"{ci}, but {other} of the {k} {many} {_show(other)} the other sign or none"
+    return f"{ci}, but {tau}, estimated from {k} of them, leaves room for a new one of the other sign"
+
+
 def sentences(summary: dict) -> list[str]:
     """One line per prediction-interval record: the range over the variants tried, the interval for a new one (or
     that none can be given), the share with the pooled gap's sign, and what the heterogeneity test found."""
@@ -223,7 +251,7 @@ def sentences(summary: dict) -> list[str]:
                  "the heterogeneity test could not be estimated" if not h.get("valid") or h.get("p") is None else
                  f"the heterogeneity test {'found' if h['p'] < 0.05 else 'found no'} differences "
                  f"(p {'< .001' if h['p'] < 0.001 else '= ' + fmt_num(h['p'], 3).lstrip('0')})")
-        zero = "includes 0" if r["ci_low"] <= 0 <= r["ci_high"] else "excludes 0"
+        zero = f"{'includes' if r['ci_low'] <= 0 <= r['ci_high'] else 'excludes'} 0: {why_zero(r, many)}"
         lo, hi = COVERAGE["crossed" if r["term"] == ALL else "variants"]
         cal = (f"in simulation it held a new {one}'s gap {100 * lo:.1f}–{100 * hi:.1f}% of the time, the most when "
                f"the {many} agree")

@@ -178,9 +178,17 @@ def test_sentences_agree_with_their_records_over_random_multiverses():
             continue
         assert r["valid"] and r["p"] is None
         assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_high'])} points" in line
-        assert ("which includes 0" in line) == (r["ci_low"] <= 0 <= r["ci_high"])
-        assert ("which excludes 0" in line) == (not r["ci_low"] <= 0 <= r["ci_high"])
+        assert ("which includes 0:" in line) == (r["ci_low"] <= 0 <= r["ci_high"])
+        assert ("which excludes 0:" in line) == (not r["ci_low"] <= 0 <= r["ci_high"])
         same = int((np.sign(gap) == np.sign(r["estimate"])).sum())
+        # why: the pooled gap's own CI (estimate ± t_df SE, from the record), the variants of the other sign, τ
+        half = sps.t.ppf(0.975, r["df"]) * r["se"]
+        lo, hi = r["estimate"] - half, r["estimate"] + half
+        assert (f"own 95% CI, {prediction._pts(lo)} to {prediction._pts(hi)} points, "
+                f"{'includes' if lo <= 0 <= hi else 'excludes'} 0") in line
+        assert (f"{k - same} of the {k} " in line) == (r["ci_low"] <= 0 <= r["ci_high"] and k > same)
+        if not r["ci_low"] <= 0 <= r["ci_high"]:
+            assert not lo <= 0 <= hi and f"(τ = {prediction._pts(np.sqrt(r['tau2']))} points) does not reach 0" in line
         assert f"{same} of {k} " in line and ("(positive," in line) == (r["estimate"] > 0)
         assert "heterogeneity test was not run" in line  # no heterogeneity record given
 
@@ -270,7 +278,8 @@ def test_sample_writes_records_table_columns_and_the_specification_curve(sample)
 def test_sample_readings_of_the_control_and_the_base_model(sample):
     """Real weights: across the templates the base model's interval is wide and includes 0; the control's planted
     gap belongs to the wording it was trained on (paper template, "the desired quantity", Yes/No), so across the
-    templates it does not keep its sign and its interval includes 0. The sample's README states both sentences."""
+    templates it does not keep its sign, its pooled gap is as small as the base model's and its interval includes 0,
+    which the sentence says and explains. The sample's README states the sentences and the reading."""
     run, a = sample
     recs = {(r["model"], r["term"]): r for r in a.summary["records"] if r["test"] == "prediction_interval"}
     base, control = recs[(BASE, "template")], recs[(CONTROL, "template")]
@@ -280,11 +289,16 @@ def test_sample_readings_of_the_control_and_the_base_model(sample):
     acc = s.groupby(["model", "monotonicity"])["correct"].mean()
     assert acc[CONTROL, "upward"] > acc[CONTROL, "downward"] + 0.3  # the planted gap, under the training wording
     assert acc[BASE, "upward"] < acc[BASE, "downward"]  # which the base model does not have
+    assert control["share_same_sign"] == 0.5 and base["share_same_sign"] == 0.75  # the sign is not kept
+    lo, hi = prediction.pooled_ci(control)
+    assert lo < 0 < hi and abs(control["estimate"] - base["estimate"]) < 0.01  # the pooled gaps: as small as each other
     readme = (SAMPLE / "README.md").read_text()
     lines = prediction.sentences(a.summary)
     for who in (BASE, CONTROL):
-        line = next(x for x in lines if x.startswith(f"{who}, concept learning: across the 4 templates"))
-        assert line in readme
+        for what in ("4 templates", "23 combinations"):
+            line = next(x for x in lines if x.startswith(f"{who}, concept learning: across the {what}"))
+            assert line in readme and "which includes 0: the pooled gap's own 95% CI" in line
+    assert "(2 of 4 show the other sign or none)" in readme and f"({prediction._pts(control['estimate'])} points)" in readme
 
 
 @pytest.mark.parametrize("templates", [4, 8])
