@@ -76,6 +76,16 @@ def _check_dataset(run: Path, record, sha: str, step: str) -> None:
                              "was scored or analysed: find what rewrote it, then run the sweep again")
 
 
+def _check_settings(record, params: dict, model_file) -> None:
+    """A model file's scoring settings checked as the score notebook will check them (``ScoreSettings``: dtype,
+    quantization, shards, adapter and its base, chat template, ...), so a bad value stops the sweep before anything is
+    generated, scored or locked, not only that model's notebook after the dataset is made."""
+    try:
+        score_settings.ScoreSettings.of_model_file(record.spec, params)
+    except ValueError as err:
+        raise ValueError(f"{err} (model file {model_file}; nothing was generated or scored)") from None
+
+
 # ---------------------------------------------------------------- live progress from the engine's checkpoints
 
 # ---------------------------------------------------------------- the sweep
@@ -125,6 +135,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
         if limit is not None:
             p["limit"] = limit
         model_params.append({**record.score_defaults, **p})
+        _check_settings(record, model_params[-1], m)
     analyze_params = dict(cfg.get("analyze") or {})
     if n_boot is not None:
         analyze_params["n_boot"] = n_boot

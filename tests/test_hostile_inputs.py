@@ -1172,3 +1172,24 @@ def test_a_parameter_file_or_prompt_file_in_another_encoding_is_named(run, tmp_p
     utf16.write_bytes("prompt,answer\nIs 3 > 2?,Yes\n".encode("utf-16"))
     with pytest.raises(ValueError, match=r"^data_file: p.csv is saved as UTF-16 .*save the file as UTF-8"):
         custom.load_items(utf16)
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"dtype": "fp8"}, r"^dtype: must be one of .*fp8.*model file .*m\.yaml; nothing was generated"),
+    ({"shard_index": 3, "num_shards": 2}, r"^shard_index: must be < num_shards \(2\), got 3 .*m\.yaml"),
+    ({"quantization": "4bit", "adapter": "adapters/smollm2-135m-upward-control"}, r"^adapter: a LoRA is merged"),
+    ({"chat_template": "sometimes"}, r"^chat_template: must be one of"),
+])
+def test_a_sweep_checks_every_model_files_settings_before_it_generates(run, tmp_path, settings, match,
+                                                                       no_notebook_runs):
+    """Every model file is checked as its score notebook would check it, before the dataset is generated: the good
+    model first in the list does not start the sweep, and the whole check takes milliseconds."""
+    import time
+
+    good = yaml_file(tmp_path, "good.yaml", {"model": "smollm2-135m-instruct"})
+    cfg = {"run_dir": str(run), "dataset": yaml_file(tmp_path, "ds.yaml", GOOD),
+           "models": [good, yaml_file(tmp_path, "m.yaml", {"model": "smollm2-135m-instruct", **settings})]}
+    t0 = time.perf_counter()
+    refused(run, lambda: run_sweep(yaml_file(tmp_path, "s.yaml", cfg)), match)
+    assert time.perf_counter() - t0 < 2.0
+    assert not no_notebook_runs

@@ -20,7 +20,7 @@ from .settings import ScoreSettings, non_finite_message
 
 
 def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
-              progress=True, stop_after: int | None = None, say_limited: bool = True,
+              progress=True, say_limited: bool = True,
               **run_params) -> tuple[pd.DataFrame, dict]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
@@ -29,7 +29,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
     different model, precision, dataset or scorer. ``progress``: True for a bar, False for none, or a callable(n_rows)
-    per batch. ``stop_after`` (batches; the run stops after the result that completes them) exists to test interruption. ``say_limited`` False: a limited run does not
+    per batch. ``say_limited`` False: a limited run does not
     print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).
     """
     settings = (settings or getattr(lm, "settings", None) or ScoreSettings()).with_run(**run_params)  # validated
@@ -72,11 +72,9 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
             calibration = scorer.calibrate(batches, prior, done, note)  # before the loop: a resumed margin, if any
             if calibration:
                 note(calibration)
-        todo = [b for b in batches if not all(i in done for i in b)] if stop_after != 0 else []
+        todo = [b for b in batches if not all(i in done for i in b)]
         try:
-            scorer.run(todo, saver.record if stop_after is None else _Stopping(saver.record, stop_after), progress)
-        except _StopAfter:
-            pass
+            scorer.run(todo, saver.record, progress)
         except KeyboardInterrupt:
             saver.save()
             raise
@@ -105,24 +103,6 @@ def _say_limited(limit: int | None, files: runstore.ScoreFiles) -> None:
     note = limited_note(limit, files.final)
     if note:
         print(note, flush=True)
-
-
-class _StopAfter(Exception):
-    """Raised by ``_Stopping`` to end a run early, as an interruption would."""
-
-
-class _Stopping:
-    """A record callback that stops the run once ``n`` batches are recorded: after the result that completes them,
-    so a result that holds several batches (tails split together) is never cut, as a real interruption cannot cut it."""
-
-    def __init__(self, record, n: int):
-        self.record, self.left = record, n
-
-    def __call__(self, records: dict, batches: int = 1) -> None:
-        self.record(records, batches)
-        self.left -= batches
-        if self.left <= 0:
-            raise _StopAfter
 
 
 class _Checkpoints:

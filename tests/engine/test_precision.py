@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from interruption import score_until
 import torch
 
 from nbutils import artifacts, paths, studies
@@ -172,7 +173,7 @@ def test_calibrated_run_resumes_to_the_uninterrupted_file(tmp_path, tiny_run, ti
     spec = studies.get("monotonicity").spec
     fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     run = _monotonicity_run(tmp_path / "a", tiny_run)
-    part, pmeta = scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    part, pmeta = score_until(3, run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
     assert not pmeta["complete"]
     resumed, meta = scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
     whole, wmeta = scoring.score_run(_monotonicity_run(tmp_path / "b", tiny_run), fast, spec, progress=False, calibration_size=4)
@@ -214,7 +215,7 @@ def test_a_checkpoint_calibrated_for_another_float32_tail_is_calibrated_again(tm
     spec = studies.get("monotonicity").spec
     fast = models.load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     run = _monotonicity_run(tmp_path / "a", tiny_run)
-    scoring.score_run(run, fast, spec, progress=False, checkpoint_every=1, stop_after=3, calibration_size=4)
+    score_until(3, run, fast, spec, progress=False, checkpoint_every=1, calibration_size=4)
     side = paths.sidecar(paths.partial_file(run, paths.model_slug(fast.meta["model"]) + ".bfloat16"))
     old = artifacts.read_json(side)
     assert old["float32_tail_tokens"] == FLOAT32_TAIL
@@ -287,7 +288,7 @@ def test_token_budget_is_recorded_and_a_resumed_run_keeps_its_own(tmp_path, tiny
     lm = models.load_model(str(tiny_model_dir), device="cpu", dtype="float32")
     run = _monotonicity_run(tmp_path, tiny_run)
     lm.settings = _with_budget(lm.settings, 4096)  # as a GPU load probes it
-    scoring.score_run(run, lm, spec, progress=False, checkpoint_every=1, stop_after=2)
+    score_until(2, run, lm, spec, progress=False, checkpoint_every=1)
     lm.settings = _with_budget(lm.settings, 999_999)  # a later session with more free memory
     _, meta = scoring.score_run(run, lm, spec, progress=False)
     assert meta["complete"] and meta["token_budget"] == 4096

@@ -10,6 +10,7 @@ import time
 
 import pandas as pd
 import pytest
+from interruption import score_until
 
 from nbutils import artifacts, paths, runstore, studies
 from nbutils.engine import run as scoring
@@ -92,7 +93,7 @@ def test_a_resumed_run_keeps_its_checkpoints_batch_plan(tmp_path, tiny_run, lm):
     a = fresh_run(tmp_path / "a", tiny_run)
     b = fresh_run(tmp_path / "b", tiny_run)
     full, _ = score_run(a, lm, batch_size=3, checkpoint_every=1, progress=False)
-    part, meta = score_run(b, lm, batch_size=3, checkpoint_every=1, progress=False, stop_after=2)
+    part, meta = score_until(2, b, lm, SPEC, batch_size=3, checkpoint_every=1, progress=False)
     assert meta["complete"] is False and len(part) == 6
     resumed, meta = score_run(b, lm, batch_size=5, checkpoint_every=1, progress=False)  # another batch size asked
     assert meta["complete"] and meta["batch_size"] == 3 and meta["batch_rows"] == 3, "the checkpoint's plan"
@@ -144,7 +145,7 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path, tiny_run, lm)
     a = fresh_run(tmp_path / "a", tiny_run)
     b = fresh_run(tmp_path / "b", tiny_run)
     full, _ = score_run(a, lm, batch_size=2, checkpoint_every=2, progress=False)
-    part, meta = score_run(b, lm, batch_size=2, checkpoint_every=2, progress=False, stop_after=5)
+    part, meta = score_until(5, b, lm, SPEC, batch_size=2, checkpoint_every=2, progress=False)
     assert meta["complete"] is False and len(part) == 10
     assert not list((b / "scores").glob("*.parquet")), "no final file from an unfinished run"
     resumed, meta = score_run(b, lm, batch_size=2, checkpoint_every=2, progress=False)
@@ -248,7 +249,7 @@ def test_limit_is_stratified_seeded_and_kept_beside_the_full_run(tmp_path, tiny_
 def test_stale_and_unfinished_scores_are_listed_not_mixed(tmp_path, tiny_run, lm):
     run = fresh_run(tmp_path, tiny_run)
     score_run(run, lm, progress=False)
-    score_run(run, lm, batch_size=2, checkpoint_every=1, limit=3, progress=False, stop_after=2)
+    score_until(2, run, lm, SPEC, batch_size=2, checkpoint_every=1, limit=3, progress=False)
     inv = runstore.score_inventory(run, SPEC)
     assert sorted(inv["status"]) == ["incomplete", "ok"]
     assert inv.loc[inv.status == "incomplete", "n_done"].iloc[0] == 4
@@ -271,7 +272,7 @@ def test_sentence_scorer_runs_through_the_same_machinery(tmp_path, lm):
     assert (whole["sum_logprob"] - ref["sum_logprob"]).abs().max() < 1e-4
     b = tmp_path / "neg2"
     dataset.write_stimuli(df, b, params)
-    part, m = scoring.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, stop_after=2, progress=False)
+    part, m = score_until(2, b, lm, spec, batch_size=4, checkpoint_every=1, progress=False)
     assert not m["complete"] and len(part) == 8
     resumed, m = scoring.score_run(b, lm, spec, batch_size=4, checkpoint_every=1, progress=False)
     assert m["complete"] and resumed.equals(whole)
