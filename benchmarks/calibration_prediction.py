@@ -30,7 +30,7 @@ import numpy as np
 from nbutils import artifacts
 from nbutils.studies.monotonicity import prediction
 
-DEFAULT_SEED = 20240202
+DEFAULT_SEED = 20240203  # a seed other than the one the construction was chosen on (20240202)
 LOW, HIGH = 0.90, 0.97
 BASE, GAP, SD_VARIANT = 0.4, float(np.log(2.0)), 0.3
 
@@ -55,7 +55,7 @@ DESIGNS = {d.name: d for d in [Design("demo_templates", 4, 12), Design("demo_phr
                                Design("study_phrases", 3, 64), Design("study_crossed", 24, 8),
                                Design("demo_crossed_axes", 24, 2, (4, 3, 2)),
                                Design("study_crossed_axes", 24, 8, (4, 3, 2))]}
-TAUS = {"none": 0.0, "moderate": 0.4, "large": 1.2}  # SD of the variants' log odds ratios
+TAUS = {"none": 0.0, "small": 0.2, "moderate": 0.4, "sizeable": 0.8, "large": 1.2}  # SD of the variants' log odds ratios
 
 
 def expit(x):
@@ -148,11 +148,12 @@ def main(argv=None) -> int:
         print(markdown(json.loads(a.table.read_text())))
         return 0
     low, high = (LOW, HIGH) if not a.fast else (0.85, 1.0)
+    taus = list(TAUS)
     if a.fast:
-        a.sims, a.designs = 200, ["demo_templates", "study_templates"]
+        a.sims, a.designs, taus = 200, ["demo_templates", "study_templates"], ["none", "moderate", "large"]
     rows = []
     for d in a.designs:
-        for t in TAUS:
+        for t in taus:
             r = run(DESIGNS[d], t, a.sims, a.seed)
             rows.append(r)
             print(f"{d:16s} tau={t:8s} " + "  ".join(f"{m} {r[m]['coverage']:.3f}" for m in prediction.METHODS),
