@@ -4,7 +4,7 @@ Two models answer the same prompts: each prompt has one difficulty both models s
 threshold and prompt, as in ``calibration.py``), each model its own accuracy and its own answers. Scenarios
 (``SCENARIOS``): ``equal_gaps`` (both gaps log 1.5, the thresholds' own deviations from it shared; the models differ
 in accuracy), ``different_gaps`` (the first model's gap larger by ``--or``) and ``equal_accuracy`` (the two models
-alike: McNemar's null). Every simulated run is analysed with ``model_comparison.compare`` (with ``--r``, the GLMMs of
+alike: McNemar's null, for its exact test and its mid-p). Every simulated run is analysed with ``model_comparison.compare`` (with ``--r``, the GLMMs of
 ``--batch`` runs in one R session); the share of p < .05 is reported per test and condition with its Monte-Carlo SE,
 and saved after every batch.
 
@@ -90,7 +90,7 @@ def rows_of(hits: dict, invalid: dict, scenario: str, k: int, n: int, use_r: boo
     rows = []
     for (test, cond), h in sorted(hits.items()):
         rate = float(np.mean(h))
-        null = scenario == "equal_accuracy" if test == "mcnemar_models" else scenario != "different_gaps"
+        null = scenario == "equal_accuracy" if test.startswith("mcnemar") else scenario != "different_gaps"
         rows.append({"test": test, "condition": cond, "scenario": scenario, "thresholds": k, "prompts_per_concept": n,
                      "n_sims": len(h), "rejections": int(np.sum(h)), "rate": rate,
                      "mc_se": float(np.sqrt(rate * (1 - rate) / len(h))), "n_invalid": invalid.get((test, cond), 0),
@@ -131,12 +131,14 @@ def run(scenario: str, n_sims: int, k: int, n: int, seed: int, use_r: bool, odds
 
 
 def tally_only(d: pd.DataFrame, only: tuple[str, ...], hits: dict) -> None:
-    """One simulated run's rejections by McNemar's test and Firth's comparison alone (``--only``: no GEE, no GLMM)."""
+    """One simulated run's rejections by McNemar's tests (exact, mid-p) and Firth's comparison alone (``--only``: no
+    GEE, no GLMM)."""
     for first, second, both in model_comparison.pairs(d):
         for cond, g in both.groupby("condition", sort=False):
-            if "mcnemar_models" in only:
-                row, _ = model_comparison.mcnemar_row(g, first, second)
-                hits.setdefault(("mcnemar_models", cond), []).append(row["p"] < ALPHA)
+            row, _ = model_comparison.mcnemar_row(g, first, second)
+            for test, p in (("mcnemar_models", row["p"]), ("mcnemar_midp_models", row["p_midp"])):
+                if test in only:
+                    hits.setdefault((test, cond), []).append(p < ALPHA)
     if "firth_models_always" in only:
         for key, hit in firth_every_time(d).items():
             hits.setdefault(key, []).append(hit)
@@ -230,6 +232,9 @@ COMPARISON_TESTS = [  # (record, its rows' test and R setting, when it is used, 
     ("`mcnemar_models`: exact McNemar test of the two models' **accuracy** on the same prompts (not of the gap)",
      "mcnemar_models", False, "beside the headline, always; its null is equal accuracy (`equal_accuracy`); its "
      "power is for accuracies of log-odds 0.85 vs 0.4 (`equal_gaps`)", "equal_accuracy", "equal_gaps"),
+    ("`mcnemar_midp_models`: McNemar's mid-p test of the same (the exact p less the probability of the observed "
+     "split)", "mcnemar_midp_models", False, "beside the exact test, always: less conservative on correlated items",
+     "equal_accuracy", "equal_gaps"),
 ]
 
 
@@ -266,7 +271,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=20, help="simulated runs per R session (results saved after each)")
     ap.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
     ap.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
-    ap.add_argument("--only", nargs="+", choices=["mcnemar_models", "firth_models_always"], default=[],
+    ap.add_argument("--only", nargs="+", choices=["mcnemar_models", "mcnemar_midp_models", "firth_models_always"],
+                    default=[],
                     help="just these tests, fast at any size (no GEE, no GLMM, no headline)")
     ap.add_argument("--gap", action="store_true", help="calibrate the per-model gap's Firth fallback instead")
     ap.add_argument("--tables", action="store_true", help="print the tables of docs/statistics.md and stop")

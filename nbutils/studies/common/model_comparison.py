@@ -4,9 +4,15 @@ Each model after the first is compared with the first (the reference), per condi
 lme4's GLMM ``correct ~ u × m`` with the prompt as a random intercept (R, where installed), a logistic GEE with the
 same terms clustered by prompt (always; the headline without R), Firth's penalised regression with the terms per
 threshold, their mean tested against their spread between thresholds, where a model answers one direction all right or
-all wrong (the fallback when the first two are degenerate), and beside them the exact McNemar test of the two models'
-accuracy (equal accuracy, not equal gaps). The estimate is the reference's gap minus the other model's, in log odds;
-with more than one comparison the p-values are Holm-adjusted over them.
+all wrong (the fallback when the first two are degenerate), and beside them McNemar's test of the two models' accuracy
+(equal accuracy, not equal gaps), exact and mid-p (the exact test is conservative: Fagerland, Lydersen and Laake, "The
+McNemar test for binary matched-pairs data: mid-p and asymptotic are better than exact conditional").
+
+One direction everywhere: a comparison's ``first`` is the model compared, ``second`` the reference, and the estimate is
+the first's gap minus the second's, in log odds (its exponent, the ratio of ORs, is above 1 when the first's gap is the
+larger), as the sentence names them: "the gap of <first> exceeds <second>'s: ratio of ORs = …". With more than one
+comparison the p-values are Holm-adjusted over them. Models that share no prompts are not compared (``unpaired`` says
+so in words).
 """
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from importlib import resources
+
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
@@ -26,35 +34,16 @@ from .quantifier_stats import threshold_units
 ORDER = ["glmm_models", "gee_models", "firth_models"]  # the headline and its stand-ins, in this order
 MCNEMAR_NOTE = ("exact McNemar test of equal accuracy of the two models on the same prompts (a test of accuracy, "
                 "not of the gap)")
+MIDP_NOTE = ("McNemar's mid-p test of equal accuracy of the two models on the same prompts (the exact test's p less "
+             "the probability of the observed split; a test of accuracy, not of the gap)")
+WHAT = {"gap": "first's upward vs downward gap minus second's, log odds (exp: ratio of ORs, > 1: first's gap larger)",
+        "accuracy": "first's accuracy minus second's on the same prompts, proportion"}
 IDENTICAL = "the two models gave the same answer to every shared prompt: their gaps are equal (no fit needed)"
-GLMM_SCRIPT = r"""
-suppressPackageStartupMessages(library(lme4))
-ctrl <- glmerControl(optimizer = "bobyqa", optCtrl = list(maxfun = 1e5))
-fit <- function(f, d) {
-  msgs <- character(0)
-  m <- withCallingHandlers(tryCatch(glmer(f, data = d, family = binomial, control = ctrl),
-                                    error = function(e) { msgs <<- c(msgs, conditionMessage(e)); NULL }),
-                           warning = function(w) { msgs <<- c(msgs, conditionMessage(w)); invokeRestart("muffleWarning") },
-                           message = function(w) invokeRestart("muffleMessage"))
-  conv <- if (is.null(m)) c("no fit", msgs) else setdiff(m@optinfo$conv$lme4$messages,
-                                                         "boundary (singular) fit: see help('isSingular')")
-  list(m = m, conv = unique(c(conv, grep("converge|failure", msgs, value = TRUE))))
-}
-one <- function(d) {
-  full <- fit(correct ~ u * m + (1 | prompt), d)
-  red <- fit(correct ~ u + m + (1 | prompt), d)
-  ok <- !is.null(full$m) && !is.null(red$m) && !length(full$conv) && !length(red$conv)
-  note <- paste(c(full$conv, red$conv), collapse = "; ")
-  if (is.null(full$m)) return(list(info = data.frame(valid = FALSE, note = note), terms = NULL))
-  co <- summary(full$m)$coefficients
-  chisq <- if (is.null(red$m)) NA else max(0, 2 * (as.numeric(logLik(full$m)) - as.numeric(logLik(red$m))))
-  sd <- as.data.frame(VarCorr(full$m))$sdcor[1]
-  list(info = data.frame(valid = ok, note = note),
-       terms = data.frame(estimate = co["u:m", 1], se = co["u:m", 2], chisq = chisq, sd_prompt = sd,
-                          p = stats::pchisq(chisq, 1, lower.tail = FALSE)))
-}
-nb_per_unit(nb_in("cmp"), one, "terms")
-"""
+
+
+def glmm_script() -> str:
+    """The lme4 script ``glmm`` hands to R (``model_comparison.R`` beside this module)."""
+    return resources.files(__package__).joinpath("model_comparison.R").read_text()
 
 
 def scored_order(run_dir, models) -> list[str]:
@@ -70,29 +59,41 @@ def scored_order(run_dir, models) -> list[str]:
 
 
 def hypothesis(first: str, second: str, condition) -> dict:
-    """What a comparison's estimate means in words: the first model's gap minus the second's, on the log-odds scale."""
+    """What a comparison's estimate means in words: the first model's gap relative to the second's (log odds; its
+    ratio of ORs above 1 when the first's gap is the larger). Both sides name the first model first, so the number
+    after the words is always the gap of the model named first over the other's."""
     where = {"concept_learning": " under concept learning", "explicit": " with the concept stated"}.get(condition, "")
-    return claim(f"{first}'s upward vs downward gap minus {second}'s{where}", f"the gap of {first} exceeds {second}'s",
-                 f"the gap of {second} exceeds {first}'s", f"the gaps of {first} and {second} differ",
-                 scale="log_odds_ratio", symbol="ratio of ORs")
+    return claim(f"the upward vs downward gap of {first} relative to {second}'s{where}",
+                 f"the gap of {first} exceeds {second}'s", f"the gap of {first} is smaller than {second}'s",
+                 f"the gaps of {first} and {second} differ", scale="log_odds_ratio", symbol="ratio of ORs")
 
 
 def accuracy_claim(first: str, second: str) -> dict:
-    """McNemar: the first model's accuracy minus the second's on the same prompts, in points."""
+    """McNemar: the first model's accuracy minus the second's on the same prompts, in points; both sides name the first
+    model first, as the sign of the difference after them."""
     return claim(f"{first}'s accuracy minus {second}'s on the same prompts", f"{first} answered more prompts right "
-                 f"than {second}", f"{second} answered more prompts right than {first}",
+                 f"than {second}", f"{first} answered fewer prompts right than {second}",
                  f"{first} and {second} differ in accuracy", scale="points")
 
 
 def pairs(df: pd.DataFrame, order: list[str] | None = None) -> list[tuple[str, str, pd.DataFrame]]:
-    """(reference, other, rows of both on the prompts both scored) for every model after the first of ``order``."""
+    """(other, reference, rows of both on the prompts both scored) for every model after the first of ``order`` (the
+    reference): the model compared is named first, as the sentences name it."""
     models = [m for m in (order or list(dict.fromkeys(df["model"]))) if m in set(df["model"])]
     out = []
     for other in models[1:]:
         ids = set(df.loc[df["model"] == models[0], "prompt_id"]) & set(df.loc[df["model"] == other, "prompt_id"])
         both = df[df["model"].isin([models[0], other]) & df["prompt_id"].isin(ids)]
-        out.append((models[0], other, both))
+        out.append((other, models[0], both))
     return out
+
+
+def unpaired(df: pd.DataFrame, order: list[str] | None = None) -> list[str]:
+    """A sentence for every model that shares no prompt with the reference (so nothing of it is compared), naming the
+    two models and how many prompts each scored."""
+    n = df.groupby("model")["prompt_id"].nunique()
+    return [f"{first} and {second} share no prompts ({n[first]} and {n[second]} scored): their gaps are not compared"
+            for first, second, both in pairs(df, order) if both.empty]
 
 
 def _frame(d: pd.DataFrame, first: str) -> pd.DataFrame:
@@ -141,21 +142,29 @@ def glmm(units: pd.DataFrame) -> pd.DataFrame:
     if units.empty or not r_available("lme4"):
         return pd.DataFrame()
     try:
-        out = run_r(GLMM_SCRIPT, {"cmp": units})
+        out = run_r(glmm_script(), {"cmp": units})
     except RError as err:
         return pd.DataFrame({"unit": units["unit"].unique(), "valid": False, "note": f"lme4 failed: {err}"})
     return out["info"].merge(out.get("terms", pd.DataFrame(columns=["unit"])), on="unit", how="left")
 
 
+def midp(only_first: int, only_second: int) -> float:
+    """McNemar's two-sided mid-p from the discordant counts: twice (the smaller tail of Binomial(b + c, 1/2)
+    less half the probability of the observed split): the exact p less that probability (at most 1)."""
+    n, k = only_first + only_second, min(only_first, only_second)
+    return float(min(1.0, 2 * (sps.binom.cdf(k, n, 0.5) - 0.5 * sps.binom.pmf(k, n, 0.5))))
+
+
 def mcnemar_row(g: pd.DataFrame, first: str, second: str) -> tuple[dict, bool]:
-    """The exact McNemar test of equal accuracy of ``first`` and ``second`` on the prompts of ``g`` both answered:
-    its row (the estimate the first's accuracy minus the second's), and whether they answered every prompt alike."""
+    """McNemar's test of equal accuracy of ``first`` and ``second`` on the prompts of ``g`` both answered: its exact
+    row (the estimate the first's accuracy minus the second's; ``p_midp`` the mid-p beside it), and whether they
+    answered every prompt alike."""
     wide = g.pivot_table(index="prompt_id", columns="model", values="correct", aggfunc="first").dropna()
     a, b = wide[first].astype(bool), wide[second].astype(bool)
     table = [[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]]
     return {"test": "mcnemar_models", "estimate": float(a.mean() - b.mean()), "valid": True,
-            "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1], "only_second": table[1][0],
-            "note": MCNEMAR_NOTE}, bool((a == b).all())
+            "p": float(mcnemar(table, exact=True).pvalue), "p_midp": midp(table[0][1], table[1][0]),
+            "only_first": table[0][1], "only_second": table[1][0], "note": MCNEMAR_NOTE}, bool((a == b).all())
 
 
 def prepare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
@@ -169,7 +178,9 @@ def prepare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
             base = {"first": first, "second": second, "condition": condition, "n_prompts": d["prompt_id"].nunique()}
             sep = separated(d)
             row, same = mcnemar_row(g, first, second)
-            rows.append({**base, **row})
+            rows.append({**base, **row, "what": WHAT["accuracy"]})
+            rows.append({**base, **row, "test": "mcnemar_midp_models", "p": row["p_midp"], "what": WHAT["accuracy"],
+                         "note": MIDP_NOTE})
             if same:  # the same answer to every prompt: the gaps are equal, whatever a fit would say
                 rows += [{**base, "test": t, "estimate": 0.0, "p": 1.0, "valid": True, "note": IDENTICAL}
                          for t in (["glmm_models"] if use_r else []) + ["gee_models"]]
@@ -222,6 +233,7 @@ def finish(rows: pd.DataFrame, units: list[pd.DataFrame], fits: pd.DataFrame | N
             out[col] = np.nan
     if len(out):
         out["p_holm"] = out.groupby(["condition", "test"])["p"].transform(lambda s: holm(s.to_numpy()))
+        out["what"] = np.where(out["test"].str.startswith("mcnemar"), WHAT["accuracy"], WHAT["gap"])
     return out
 
 
@@ -232,8 +244,9 @@ def glmm_input(units: list[pd.DataFrame]) -> pd.DataFrame:
 
 def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True) -> pd.DataFrame:
     """One row per comparison × condition × test (``glmm_models``, ``gee_models``, ``firth_models`` where a cell is
-    separated, ``mcnemar_models``): ``first``, ``second``, the estimate (first's gap minus second's; McNemar: first's
-    accuracy minus second's), CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
+    separated, ``mcnemar_models`` and ``mcnemar_midp_models``): ``first`` (the model compared), ``second`` (the
+    reference), the estimate (first's gap minus second's; McNemar: first's accuracy minus second's; ``what`` says which),
+    CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
     from ...rbridge import r_available
 
     use_r = use_r and r_available("lme4")
@@ -248,22 +261,23 @@ def _holm_note(note: str) -> str:
 
 
 def records(t: pd.DataFrame) -> list[dict]:
-    """The comparisons as ``summary.json`` records, ``models`` [first, second]; the headline is the GLMM (the GEE
-    without R), each invalid one handing over to the next valid test of ``ORDER``. McNemar's record (``term``
-    ``accuracy:model``) tests equal accuracy of the two models, not their gaps. With more than one comparison the
+    """The comparisons as ``summary.json`` records, ``models`` [first, second] (the model compared, the reference: the
+    estimate is the first's minus the second's, as the sentence names them); the headline is the GLMM (the GEE without
+    R), each invalid one handing over to the next valid test of ``ORDER``. McNemar's records (``term``
+    ``accuracy:model``, exact and mid-p) test equal accuracy of the two models, not their gaps. With more than one comparison the
     record's ``p`` is the Holm-adjusted one (``p_unadjusted`` keeps the raw)."""
     out = []
     several = t[["first", "second"]].drop_duplicates().shape[0] > 1 if len(t) else False
     has_glmm = bool((t.get("test", pd.Series(dtype=str)) == "glmm_models").any())
     for r in t.itertuples(index=False):
-        mc = r.test == "mcnemar_models"
+        mc = r.test in ("mcnemar_models", "mcnemar_midp_models")
         p = r.p_holm if several else r.p
         out.append(record(r.test, "accuracy:model" if mc else "upward:model", r.estimate, None if mc else r.se,
                           None if mc else r.ci_low, None if mc else r.ci_high, p, valid=bool(r.valid),
                           condition=r.condition, models=[r.first, r.second],
                           note=_holm_note(r.note) if several else r.note,
                           headline=r.test == ("glmm_models" if has_glmm else "gee_models"), p_unadjusted=r.p,
-                          n_prompts=int(r.n_prompts),
+                          n_prompts=int(r.n_prompts), reference=r.second,
                           hypothesis=accuracy_claim(r.first, r.second) if mc else hypothesis(r.first, r.second,
                                                                                             r.condition)))
     return fallback_headlines(out, ORDER, key=("models", "condition", "term"))

@@ -45,6 +45,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     models = [m for m in (order or []) if m in set(scores["model"])] or list(dict.fromkeys(scores["model"]))
     a.tables["model_comparison"] = (model_comparison.compare(scores, models, use_r=use_r) if len(models) > 1
                                     else pd.DataFrame())
+    unpaired = model_comparison.unpaired(scores, models) if len(models) > 1 else []
     if a.tables["gap_pooled"].empty:
         a.notes.append("no threshold has both an upward and a downward concept: no gap can be computed")
     for model, g in scores.groupby("model"):
@@ -66,6 +67,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["design"] = design(scores, a.tables["mcnemar"])
     a.summary["design"]["model_order"] = models
+    a.summary["design"]["not_compared"] = unpaired  # models that share no prompt with the reference, in words
     a.summary["_notes"] = a.notes
     a.text = results.results_text(a.summary)
     return a

@@ -78,6 +78,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
                                       clusters="threshold" if isinstance(k, int) and k > 1 else ""))
     lines += learned  # what was learned instead, from the rule analysis
     lines += comparison_lines(recs, records, alpha)
+    lines += [f"{line}." for line in d.get("not_compared") or []]
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines += prediction.sentences(summary)  # the gap a prompt nobody tried would show
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
