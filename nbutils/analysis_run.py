@@ -99,5 +99,11 @@ def run(run_dir, steps: Steps, *, include_limited: bool = False, **params) -> An
     if steps.source_notes is not None:
         a.notes += steps.source_notes(run_dir)
     a.summary["_notes"] = a.notes
+    slugs = scores.attrs.get("slugs") or {}
+    if slugs:  # labels are what results print; a model's score files go by its slug
+        a.summary["labels"] = dict(slugs)
+        for label, slug in slugs.items():
+            if isinstance((a.summary.get("models") or {}).get(label), dict):
+                a.summary["models"][label]["slug"] = slug
     steps.write(a, run_dir, variants)
     return a

@@ -12,8 +12,9 @@ from whichever folder the sweep was started.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
-from . import paths
+from . import labels, paths
 
 PATH_KEYS = ("adapter", "model", "data_file")  # the parameters that name a file or folder
 
@@ -41,3 +42,19 @@ def resolve_params(params: dict, param_file) -> dict:
         if beside.exists() and folder.absolute() != paths.root().absolute():
             out[key] = canonical(beside)
     return out
+
+
+
+def label_of(params: Mapping, slug: str | None = None, where: str = "label") -> str:
+    """The name results print for a model file's parameters: its ``label``, else one derived from the model and the
+    adapter (``labels.derived_label``)."""
+    from .score_settings import derived_label
+
+    return labels.check_label(params.get("label"), where) or derived_label(params["model"], params.get("adapter"), slug)
+
+
+def labels_of(files: Mapping[str, Mapping], slugs: Mapping[str, str]) -> dict[str, str]:
+    """The label of each model file (``files``: file → its parameters; ``slugs``: file → its slug), one per file
+    (``labels.distinct``: a given label two files share is refused, naming both)."""
+    return labels.distinct({f: (label_of(p, slugs[f], f"label: {f}"), p.get("label") is not None, slugs[f])
+                            for f, p in files.items()})

@@ -84,7 +84,8 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
     scored = (summary.get("inputs") or {}).get("score_files")
-    models = sorted(Path(n).stem for n in scored) if scored else sorted(
+    named = {slug: label for label, slug in (summary.get("labels") or {}).items()}  # the title names models by label
+    models = sorted(named.get(Path(n).stem, Path(n).stem) for n in scored) if scored else sorted(
         {r.get("model") for r in summary.get("records") or [] if r.get("model")})
     words = paths.results_path(run).read_text(encoding="utf-8")
     top = {"question": question, "table": headline_table(table_rows(summary)), "figure": figure, "caption": caption,

@@ -24,5 +24,5 @@ from .score_files import (ScoreFiles, check_existing, check_scores_file, coverag
                           is_done, merge_shards, rates, set_aside_changed, write_scores)
 from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
                              identity, matches, recorded)
-from .score_reading import (EXCLUDED_WHY, derived_problem, excluded_notes, load_scores, score_inventory,  # noqa: F401
-                            split_precisions)
+from .score_reading import (EXCLUDED_WHY, check_label_free, derived_problem, excluded_notes,  # noqa: F401
+                            load_scores, score_inventory, split_precisions)

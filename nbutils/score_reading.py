@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths, precision
+from . import artifacts, labels, paths, precision
+from .score_settings import derived_label
 from .run_dataset import read_dataset, select_limit
 from .score_files import check_scores_file, coverage_problem
 from .spec import DatasetSpec, decisions, options_per_row
@@ -42,7 +43,8 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
     for side, where in listed:
         meta = metas[side]
         if meta is None:
-            rows.append({"file": side.name, "model": side.stem, "status": "unreadable"})
+            rows.append({"file": side.name, "model": side.stem, "label": side.stem, "label_given": False,
+                         "status": "unreadable"})
             continue
         why = None
         if where == "set_aside":
@@ -62,13 +64,45 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
             status = "limited"
         else:
             status = "ok"
-        rows.append({"file": str(side.relative_to(paths.scores_dir(run_dir))), "model": side.stem, "status": status,
+        rows.append({"file": str(side.relative_to(paths.scores_dir(run_dir))), "model": side.stem,
+                     "label": _label(meta, side.stem), "label_given": meta.get("label") is not None, "status": status,
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
                      "precision": precision.precision_label(meta),
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
-    return pd.DataFrame(rows, columns=["file", "model", "status", "limit", "n_done", "n_planned", "model_id", "adapter",
-                                       "precision", "limit_seed", "why"])
+    return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned", "model_id",
+                                       "adapter", "precision", "limit_seed", "why"])
+
+
+def _label(meta: dict, stem: str) -> str:
+    """The name results print for a score file: the ``label`` its sidecar records, else one derived from the model,
+    the adapter and what the file's name marks (``score_settings.derived_label``; a sidecar written before labels
+    existed reads the same way)."""
+    try:
+        label = labels.check_label(meta.get("label"))
+    except ValueError:
+        label = None  # an edited sidecar's label is not trusted as display text
+    if label:  # a quick look (limit) of the same model goes by its label and its limit
+        return label + (f" (limit-{meta['limit']})" if meta.get("limit") is not None else "")
+    return derived_label(meta["model"], meta.get("adapter"), stem) if meta.get("model") else stem
+
+
+def check_label_free(run_dir, label: str, slug: str, given: bool = True) -> None:
+    """Before a model is scored into ``run_dir`` under ``slug``: a ValueError naming both files when a score file of
+    another model there already goes by ``label`` and either label was given by a model file (``given``: this one's;
+    two derived alike go by their slugs)."""
+    for side in paths.score_sidecars(run_dir):
+        stem = side.stem
+        if stem == slug or stem.startswith((f"{slug}.limit-", f"{slug}.shard-")):
+            continue  # this model's own files
+        try:
+            meta = artifacts.read_json(side)
+            other = _label(meta, stem)
+        except (ValueError, KeyError):
+            continue
+        if other == label and (given or meta.get("label") is not None):  # two derived alike: their slugs tell them apart
+            raise ValueError(f"label: {side} already goes by {label!r}, the label of the model scored now as "
+                             f"{slug}; give one of them another `label:` so that results can tell them apart")
 
 
 def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec) -> str | None:
@@ -144,7 +178,8 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
             inv.loc[i, ["status", "why"]] = ["edited", problem]
             continue
         s = s.drop(columns=[c for c in s.columns if c in data.columns and c != spec.id_column])
-        s.insert(0, "model", r.model)
+        s.insert(0, "model", r.label)  # the name results print; the file's slug beside it
+        s.insert(1, "slug", r.model)
         frames.append(s.merge(data, on=spec.id_column, how="left", validate="one_to_one"))
         used.append(r)
     if not frames:
@@ -153,11 +188,16 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
         raise ValueError(f"run_dir: no complete scores of the current dataset under {paths.scores_dir(run_dir)}"
                          + (f" (excluded: {listed})" if len(inv) else "") + "; " + _no_scores_fix(inv, include_limited))
     out = pd.concat(frames, ignore_index=True)
+    named = labels.distinct({str(paths.scores_dir(run_dir) / r.file): (r.label, bool(r.label_given), r.model)
+                             for r in used})  # one name per file; two given alike are refused, naming both
+    label = {r.model: named[str(paths.scores_dir(run_dir) / r.file)] for r in used}  # slug → the name printed
+    out["model"] = out["slug"].map(label)
+    out.attrs["slugs"] = {label[r.model]: r.model for r in used}  # label → score file slug, for anything that needs files
     out.attrs["excluded"] = inv[~inv["status"].isin(usable)].to_dict("records")
-    out.attrs["precision"] = {r.model: {"model": paths.score_slug(r.model_id, adapter=r.adapter if isinstance(
+    out.attrs["precision"] = {label[r.model]: {"model": paths.score_slug(r.model_id, adapter=r.adapter if isinstance(
                                             r.adapter, str) else None) if r.model_id else r.model,
                                         "precision": r.precision} for r in used}
-    sizes = {f.loc[0, "model"]: len(f) for f in frames}
+    sizes = {label[f.loc[0, "slug"]]: len(f) for f in frames}
     if len(set(sizes.values())) > 1:
         out.attrs["coverage"] = [f"models are analysed on different rows ({', '.join(f'{m}: {n}' for m, n in sizes.items())}"
                                  f" of {len(data)}): statistics that pair models use the rows they share"]
@@ -192,7 +232,8 @@ def excluded_notes(df: pd.DataFrame) -> list[str]:
 def split_precisions(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None, list[str]]:
     """A run's scores (``load_scores``) split for analysis: the main frame keeps each model's most exact precision;
     the second frame, when some model was scored at several precisions, holds all of that model's rows with ``model``
-    its slug and ``precision`` its label (for ``precision.compare``); the notes say what went where."""
+    the label of its most exact file and ``precision`` the precision (for ``precision.compare``); the notes say what
+    went where."""
     info = scores.attrs.get("precision") or {}
     by_model: dict[str, list[str]] = {}
     for stem, v in info.items():
@@ -212,12 +253,13 @@ def split_precisions(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame |
             else:
                 seen[label] = t
                 compared.add(t)
-        notes.append(f"{m} was scored at several precisions: the main analysis uses {stems[0]} "
+        notes.append(f"{stems[0]} was scored at several precisions: the main analysis uses {stems[0]} "
                      f"({info[stems[0]]['precision']}); " + ", ".join(f"{t} ({info[t]['precision']})" for t in stems[1:])
                      + " are compared with it under precision sensitivity")
     main = scores[~scores["model"].isin(drop)].reset_index(drop=True)
     main.attrs = dict(scores.attrs)
     variants = scores[scores["model"].isin(compared)].copy()
     variants["precision"] = variants["model"].map(lambda t: info[t]["precision"])
-    variants["model"] = variants["model"].map(lambda t: info[t]["model"])
+    main_of = {t: stems[0] for stems in several.values() for t in stems}  # each precision under the main one's label
+    variants["model"] = variants["model"].map(main_of)
     return main, variants.reset_index(drop=True), notes

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import adapters, paths
+from . import adapters, labels, paths
 from .spec import SCORERS  # the kinds of scorer a dataset names
 
 AUTO = "auto"  # a setting decided when the model loads, for the host it loads on
@@ -128,6 +128,7 @@ class ScoreSettings:
     checkpoint_every: int = 16
     shard_index: int = 0
     num_shards: int = 1
+    label: str | None = None  # the name results print for this model (display only: not in the score's identity)
 
     def __post_init__(self):
         validate(self)
@@ -164,6 +165,11 @@ class ScoreSettings:
         return paths.score_slug(self.model, self.quantization, self.dtype, self.adapter)
 
     @property
+    def display_label(self) -> str:
+        """The name results print for this model: its ``label``, else one derived from the model and adapter."""
+        return self.label or derived_label(self.model, self.adapter, self.slug)
+
+    @property
     def base_names(self) -> tuple[str, ...]:
         """Other names the model goes by, for an adapter's base model: the hub id an embedded GGUF was made from."""
         hub_id = EMBEDDED[self.model].hub_id if self.embedded else None
@@ -175,6 +181,12 @@ class ScoreSettings:
 
 
 SETTINGS = {f.name: f.default for f in dataclasses.fields(ScoreSettings)}  # every setting and its default
+
+
+def derived_label(model: str, adapter: str | None = None, slug: str | None = None) -> str:
+    """``labels.derived_label`` with an embedded model named by the hub model it was made from."""
+    hub = EMBEDDED[model].hub_id if isinstance(model, str) and model in EMBEDDED else None
+    return labels.derived_label(model, adapter, slug, hub)
 
 
 def slug_of(params: Mapping) -> str:
@@ -222,6 +234,7 @@ def validate(s: ScoreSettings) -> None:
     if s.shard_index >= s.num_shards:
         raise ValueError(f"shard_index: must be < num_shards ({s.num_shards}), got {s.shard_index}")
     check_choice("pll_variant", s.pll_variant, PLL_VARIANTS)
+    labels.check_label(s.label)
     if s.model not in EMBEDDED:
         paths.check_model_folder(s.model, paths.root())  # last: every other value is said first, without a look at the disk
         local = Path(s.model).expanduser()

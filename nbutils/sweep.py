@@ -136,6 +136,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
             p["limit"] = limit
         model_params.append({**record.score_defaults, **p})
         _check_settings(record, model_params[-1], m)
+    model_files.labels_of({str(m): p for m, p in zip(models, model_params)},  # one name per model in the results
+                          {str(m): score_settings.slug_of(p) for m, p in zip(models, model_params)})
     analyze_params = dict(cfg.get("analyze") or {})
     if n_boot is not None:
         analyze_params["n_boot"] = n_boot
@@ -169,6 +171,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     slug = score_settings.slug_of(p)
                     if not p.get("overwrite") and runstore.is_done(run, spec, p):
                         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
+                        _relabel(run, spec, p)
                         report.skipped.append(slug)
                         continue
                     step = f"scoring {slug}"
@@ -248,6 +251,16 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     report.failed.update(bad)
     for slug, err in bad.items():
         print(f"[sweep] FAILED score {slug}: {err}", flush=True)
+
+
+def _relabel(run: Path, spec, p: dict) -> None:
+    """A scored model whose model file now gives another ``label``: the label its sidecar records is replaced (a
+    label is display text, not part of what was scored, so the scores stay), and the sweep says so."""
+    side = paths.sidecar(score_settings.ScoreSettings.of_model_file(spec, p).score_file(run))
+    meta = artifacts.read_json(side)
+    if meta.get("label") != p.get("label"):
+        print(f"[sweep] {side.stem}: label {meta.get('label')!r} → {p.get('label')!r} (the scores stay)", flush=True)
+        artifacts.write_json({**meta, "label": p.get("label")}, side)
 
 
 def _set_aside_changed(run: Path, spec, p: dict, shards: int = 1) -> None:

@@ -15,9 +15,10 @@ from nbutils.score_files import write_scores
 SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 
 
-def simulated_run(root: Path, answers: dict) -> Path:
+def simulated_run(root: Path, answers: dict, labels: dict | None = None) -> Path:
     """``root/run`` holding the demo's prompts and, for each model name of ``answers`` (in order, each written a
-    second after the last), a score file whose correct answers are ``answers[name](prompts)``."""
+    second after the last), a score file whose correct answers are ``answers[name](prompts)``; ``labels``: the label
+    a model's sidecar records (by name; none for the others)."""
     run = root / "run"
     (run / "scores").mkdir(parents=True)
     for name in ("prompts.parquet", "prompts.json"):
@@ -36,7 +37,8 @@ def simulated_run(root: Path, answers: dict) -> Path:
             **{f"{k}_no": no for k in ("logp", "norm_token", "norm_char")},
             **{c: np.where(pred, "Yes", "No") for c in ("choice", "choice_norm_token", "choice_norm_char")},
             **{c: correct for c in ("correct_norm_token", "correct_norm_char")})
-        write_scores(scores, dict(meta, model=model, created=f"2026-01-01T00:00:{i:02d}+00:00"),
+        write_scores(scores, dict(meta, model=model, created=f"2026-01-01T00:00:{i:02d}+00:00",
+                                  label=(labels or {}).get(model)),
                      run / "scores" / f"{model}.parquet")
     return run
 

@@ -182,7 +182,7 @@ def test_report_shows_the_results_first_then_text_tables_and_figures_without_cod
     assert "http" not in str(soup.find_all(["img", "link"]))
     assert f"Run {run.name} " in text and str(run) not in page.read_text()  # no machine path
     assert "score files smollm2-135m-instruct" in text and "Warning" not in text
-    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"  # its score files
+    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"  # no labels: files
 
 
 def test_score_files_gone_changed_or_added_since_the_analysis_are_red_at_the_top(run, capsys):
@@ -366,7 +366,7 @@ def test_nbutils_run_of_an_analysis_prints_its_headline_and_writes_the_report(an
     out = done.stdout.splitlines()
     title = paths.results_path(run).read_text().splitlines()[0].strip("*")
     assert out[0] == f"executed → {paths.executed_notebook(run, ANALYZE)}" and out[1] == title
-    assert any(line.startswith("smollm2-135m-instruct, concept learning: ") for line in out)
+    assert any(line.startswith("SmolLM2-135M-Instruct, concept learning: ") for line in out)
     assert out[-2:] == [f"results in words → {paths.results_path(run)}", f"report → {paths.report_path(run)}"]
     assert not done.stderr.strip(), done.stderr
     summary = json.loads(paths.summary_path(run).read_text())
@@ -394,14 +394,14 @@ def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_p
     page = paths.report_path(run)
     html = page.read_text()
     soup = BeautifulSoup(html, "html.parser")
-    assert soup.find("h1").get_text() == f"monotonicity: smollm2-135m-instruct · run {run.name}"
+    assert soup.find("h1").get_text() == f"monotonicity: SmolLM2-135M-Instruct · run {run.name}"
     finding = soup.select_one("main > section.finding")
     assert finding.find_previous_sibling("nav") is None and finding.find_next_sibling("nav")["class"] == ["toc"]
     heads = [th.get_text() for th in finding.select("table.headline th")]
     assert heads == ["model", "what is tested", "accuracy upward", "accuracy downward", "gap", "estimate, 95% CI", "p",
                      "test", "what it means"]
     rows = [[td.get_text() for td in tr.find_all("td")] for tr in finding.select("table.headline tbody tr")]
-    assert rows[0][:5] == ["smollm2-135m-instruct", "the upward vs downward gap under concept learning", "60.0%",
+    assert rows[0][:5] == ["SmolLM2-135M-Instruct", "the upward vs downward gap under concept learning", "60.0%",
                            "50.0%", "+10.0 pp"]
     assert finding.select_one("figure img") and "Figure 1" in finding.find("figcaption").get_text()
     assert "below the task floor" in finding.get_text()  # the demo's model is at chance: no conclusion about a bias
@@ -591,7 +591,7 @@ def test_the_analysis_run_outside_papermill_writes_its_report_and_a_stale_page_i
     summary = json.loads(paths.summary_path(run).read_text())
     assert summary["analysed"] <= executed.metadata["nbutils"]["end_time"]
     assert [h["test"] for h in summary["headline"]] and "gap_ci95_bootstrap" in next(
-        v for k, v in summary["models"].items() if k == "smollm2-135m-instruct")["conditions"]["concept_learning"]
+        v for k, v in summary["models"].items() if k == "SmolLM2-135M-Instruct")["conditions"]["concept_learning"]
     # the analysis ran again later (its summary.json is newer than the executed notebook): refused, saying what to run
     summary["analysed"] = "2999-01-01T00:00:00+00:00"
     artifacts.write_json(summary, paths.summary_path(run))

@@ -215,7 +215,7 @@ def test_every_sample_and_the_cue_profile_are_analysed_in_a_base_install(base_ve
         summary = json.loads(paths.summary_path(run).read_text())
         assert summary["records"] and SLUG in json.dumps(summary), study  # the sample's model, tested
     run = work / "outputs" / "monotonicity_sample"
-    summary = json.loads(paths.summary_path(run).read_text())["models"][SLUG]
+    summary = json.loads(paths.summary_path(run).read_text())["models"]["SmolLM2-135M-Instruct"]
     scores = pd.read_parquet(paths.score_file(run, SLUG)).merge(pd.read_parquet(run / "prompts.parquet"),
                                                                   on="prompt_id", suffixes=("", "_prompt"))
     for condition, headline in summary["conditions"].items():

@@ -154,7 +154,9 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
 
     readme, where = text("docs/getting-started.md"), "docs/getting-started.md"
     mono = json.loads(paths.summary_path(analysed("monotonicity")).read_text())
-    per = mono["models"]["smollm2-135m-instruct"]["conditions"]
+    per = mono["models"]["SmolLM2-135M-Instruct"]["conditions"]
+    assert mono["models"]["SmolLM2-135M-Instruct"]["slug"] == mono["labels"]["SmolLM2-135M-Instruct"] == (
+        "smollm2-135m-instruct"), "the label printed, the slug kept"
     assert per["concept_learning"]["acc_up"] == per["explicit"]["acc_up"], "in both conditions alike"
     half = per["concept_learning"]["n"] // 2
     up, down = round(per["concept_learning"]["acc_up"] * half), round(per["concept_learning"]["acc_down"] * half)
@@ -190,3 +192,10 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
          "prior on the query: its answers do not use what the examples say (score test, p = {}). The base model is "
          "below the task floor ({}% correct under concept learning)", *numbers,
          where="outputs/samples/control/README.md")
+    comparison = {r["condition"]: r for r in control["records"] if r["test"] == "gee_models"}  # use_r False here
+    assert all(r["models"] == [planted, base] for r in comparison.values()), "the control named first, as it is read"
+    gee = comparison["concept_learning"]
+    says(sample_readme, "the GEE by prompt without R: ratio of ORs = {}, 95% CI [{}, {}], p < .001); with the concept "
+         "stated the two gaps do not differ (p = {})", *np.exp([gee["estimate"], gee["ci_low"], gee["ci_high"]]),
+         comparison["explicit"]["p"], where="outputs/samples/control/README.md")
+    assert gee["p"] < 0.001 and f"the gap of {planted} exceeds {base}'s" in sample_readme.replace("\n", " ")

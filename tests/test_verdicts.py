@@ -38,6 +38,7 @@ import calibration_verdicts  # noqa: E402
 HAS_R = shutil.which("Rscript") is not None
 CONTROL_MODEL = "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3"
 BASE_MODEL = "smollm2-135m-instruct"
+CONTROL_LABEL, BASE_LABEL = "SmolLM2-135M + upward control", "SmolLM2-135M-Instruct"  # the names results print
 
 
 def _control_frame(model: str) -> pd.DataFrame:
@@ -172,12 +173,12 @@ def test_the_control_sample_reads_as_a_prior_and_the_base_model_as_below_the_flo
     shutil.copytree(CONTROL, run, ignore=shutil.ignore_patterns("*.md"))
     a = analysis.analyze_run(run, n_boot=50, use_r=False)
     got = {(e["model"], e["condition"]): e for e in entries(a.summary)}
-    control = got[(CONTROL_MODEL, "concept_learning")]
+    control = got[(CONTROL_LABEL, "concept_learning")]
     assert control["reading"] == "prior", control["sentence"]
     assert "not from learning from the examples" in control["sentence"]
     assert "downward concepts are answered as their upward mirror" in control["sentence"]
     for cond in ("concept_learning", "explicit"):
-        base = got[(BASE_MODEL, cond)]
+        base = got[(BASE_LABEL, cond)]
         assert base["reading"] == "below_floor" and "below the task floor" in base["sentence"], base["sentence"]
         assert "no evidence" not in base["sentence"]
 

@@ -42,7 +42,8 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
                     id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
                     limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
                     limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
-                    num_shards=settings.num_shards, shard_index=settings.shard_index, **scorer.meta)
+                    num_shards=settings.num_shards, shard_index=settings.shard_index,
+                    label=getattr(settings, "label", None), **scorer.meta)  # display only: not in the identity
         expected = runstore.identity(settings, spec, meta["dataset_sha256"], loaded=meta)  # what loading decided
         files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)

@@ -46,16 +46,18 @@ def glmm_script() -> str:
     return resources.files(__package__).joinpath("model_comparison.R").read_text()
 
 
-def scored_order(run_dir, models) -> list[str]:
+def scored_order(run_dir, models, slugs: dict | None = None) -> list[str]:
     """``models`` in the order their score files were written (a sweep scores the models of its file in order); a
-    model without a readable sidecar goes last, in the order given."""
+    model without a readable sidecar goes last, in the order given. ``slugs``: each model's score file slug where
+    ``models`` are labels (``load_scores``' ``attrs["slugs"]``)."""
     created = {}
     for side in paths.score_sidecars(run_dir):
         try:
             created[side.stem] = str(artifacts.read_json(side).get("created") or "")
         except ValueError:
             continue
-    return sorted(dict.fromkeys(models), key=lambda m: (m not in created, created.get(m, "")))
+    slug = (slugs or {}).get
+    return sorted(dict.fromkeys(models), key=lambda m: (slug(m, m) not in created, created.get(slug(m, m), "")))
 
 
 def hypothesis(first: str, second: str, condition) -> dict:

@@ -67,6 +67,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["design"] = design(scores, a.tables["mcnemar"])
     a.summary["design"]["model_order"] = models
+    a.summary["design"]["models"] = [m for m in models if m in set(a.summary["design"]["models"])]  # as scored
     a.summary["design"]["not_compared"] = unpaired  # models that share no prompt with the reference, in words
     a.summary["_notes"] = a.notes
     a.text = results.results_text(a.summary)
@@ -138,7 +139,8 @@ def check(params: dict) -> None:
 
 
 def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Analysis:
-    order = model_comparison.scored_order(run_dir, scores["model"].unique()) if len(scores) else None
+    order = model_comparison.scored_order(run_dir, scores["model"].unique(), scores.attrs.get("slugs")) \
+        if len(scores) else None
     return compute(scores, order=order, **params)
 
 

@@ -31,7 +31,7 @@ def test_the_sweep_profiles_cues_after_the_analysis(swept):
     assert top["rank"].tolist() == sorted(top["rank"]) and top["cueness"].is_monotonic_decreasing
     acc = pd.read_csv(run / "tables" / "cue_accuracy_test.csv")
     dist = pd.read_csv(run / "tables" / "cue_distribution_test.csv")
-    assert set(acc["model"]) == {"smollm2-135m-instruct"} and len(acc) == len(dist) == min(5, len(top))
+    assert set(acc["model"]) == {"SmolLM2-135M-Instruct"} and len(acc) == len(dist) == min(5, len(top))
     assert acc["p_holm"].dropna().ge(acc["p"].dropna()).all()
     assert_figure(run / "figures" / "cues_top.png", min_size=(300, 200))
     summary = json.loads((run / "summary.json").read_text())

@@ -58,7 +58,7 @@ def test_yes_no_analysis_outputs(swept):
     scores["right"] = scores["answered"] == scores["answer"]
     groups = {g: d for g, d in scores.groupby("group")} | {"(all)": scores}
     acc = assert_tex_matches_csv(run / "tables" / "accuracy").set_index("group")
-    assert set(acc.index) == set(groups) and set(acc["model"]) == {"smollm2-135m-instruct.limit-4"}
+    assert set(acc.index) == set(groups) and set(acc["model"]) == {"SmolLM2-135M-Instruct (limit-4)"}
     for g, d in groups.items():
         k, n = int(d["right"].sum()), len(d)
         lo, hi = proportion_confint(k, n, method="wilson")

@@ -19,8 +19,8 @@ from notebook_checks import assert_figure
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "outputs" / "samples" / "robustness"
-BASE = "smollm2-135m-instruct"
-CONTROL = "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3"
+BASE = "SmolLM2-135M-Instruct"  # the models by their labels, as results name them
+CONTROL = "SmolLM2-135M + upward control"
 
 
 def _multiverse(rng, k: int, tau: float = 0.1, n: int = 30):

@@ -130,16 +130,16 @@ def test_sweep_runs_the_negation_notebooks_with_the_real_model(tmp_path):
     assert meta["scorer"] == "sentences" and meta["sentence_scorer"] == "perplexity" and meta["complete"]
     for name in ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl"):
         table = assert_tex_matches_csv(tmp_path / "tables" / name, float_format="%.3g")  # as the study writes them
-        assert len(table) > 0 and set(table["model"]) == {"smollm2-135m-instruct"}, name
+        assert len(table) > 0 and set(table["model"]) == {"SmolLM2-135M-Instruct"}, name
     assert assert_tables_compile(tmp_path)  # each compiles with pdflatex and fits a page
     assert_figure(tmp_path / "figures" / "interaction.png")
     tl = pd.read_csv(tmp_path / "tables" / "token_length.csv")
     assert 0 <= tl["share_equal"].iloc[0] <= 1
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary["models"]["smollm2-135m-instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
+    assert set(summary["models"]["SmolLM2-135M-Instruct"]) >= {"ppl", "log_ppl", "log_ppl+tokens", "conclusions_agree"}
     assert {r["test"] for r in summary["records"]} <= {"lmm_negation_satterthwaite", "lmm_negation_mixedlm_z"}
     fits = pd.read_csv(tmp_path / "tables" / "lmm_fits.csv")
-    assert set(fits["model"]) == {"smollm2-135m-instruct"} and {"ppl", "log_ppl", "log_ppl+tokens"} <= set(fits["spec"])
+    assert set(fits["model"]) == {"SmolLM2-135M-Instruct"} and {"ppl", "log_ppl", "log_ppl+tokens"} <= set(fits["spec"])
     assert sorted(p.name for p in (tmp_path / "notebooks").glob("*.ipynb")) == [
         "negation_01_stimuli.ipynb", "negation_03_analyze.ipynb", "score__smollm2-135m-instruct.ipynb"]
     # the same sentences give the recorded log-probabilities (data/negation_ci_scores.csv)

@@ -152,7 +152,7 @@ def test_summary_records_and_the_paragraph_agree_with_the_recomputation(swept):
 
     words = (run / "results.md").read_text()
     n_questions, n_personas = scores["question_id"].nunique(), scores["persona_id"].nunique()
-    assert f"1 model ({MODEL}); {n_questions} questions under {n_personas} personas" in words
+    assert f"1 model (SmolLM2-135M-Instruct); {n_questions} questions under {n_personas} personas" in words
     for k, who in (("null_random", "random"), ("null_word", "word")):
         welch = recs[recs["test"] == f"welch_real_vs_null_{who}"].iloc[0]
         assert bool(welch["valid"]) == bool(null.loc[k, "valid"])

@@ -1,0 +1,49 @@
+"""The name a model goes by in words (its ``label``): what every sentence, table, figure, LaTeX cell, the item browser
+and ``show`` print. A model file may give one (``label:``); without one it is derived from the model and its adapter
+(``derived_label``). A label is display text only: it is never a file name (a model's files go by its slug) and never
+part of what makes two score files the same scoring, so changing it never asks for scoring again."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from . import paths
+
+LABEL_MAX = 80  # characters of a label: a table cell, a figure's tick, a LaTeX cell
+
+
+def check_label(label, where: str = "label") -> str | None:
+    """A model file's ``label``: None, or one line of at most ``LABEL_MAX`` printable characters (returned stripped);
+    else a ValueError naming ``where``."""
+    if label is None:
+        return None
+    if not isinstance(label, str) or not label.strip() or len(label) > LABEL_MAX or not label.isprintable():
+        raise ValueError(f"{where}: must be one line of text of 1 to {LABEL_MAX} printable characters (the name "
+                         f"results print for this model), or left out for a name derived from the model; got {label!r}")
+    return label.strip()
+
+
+def derived_label(model: str, adapter: str | None = None, slug: str | None = None, hub_id: str | None = None) -> str:
+    """A readable name for a model without a ``label``: the model's own name (``hub_id``'s, an embedded model's hub
+    name, else the last part of the hub id or folder), `` + `` the adapter's folder name, and what else its score
+    file's ``slug`` marks (a precision, a limit) in brackets: ``SmolLM2-135M-Instruct + smollm2-135m-upward-control``."""
+    name = str(hub_id or model).rstrip("/").rsplit("/", 1)[-1] or str(model)
+    out = name + (f" + {str(adapter).rstrip('/').rsplit('/', 1)[-1]}" if adapter else "")
+    base = paths.score_slug(model, adapter=adapter) if model else ""
+    rest = slug[len(base):].strip(".") if slug and base and slug.startswith(base) else ""
+    return out + (f" ({rest.replace('.', ', ')})" if rest else "")
+
+
+def distinct(entries: Mapping[str, tuple[str, bool, str]]) -> dict[str, str]:
+    """Each entry's label, one per entry (``entries``: file → (label, whether a model file gave it, the file's slug)):
+    two files that go by one label are refused, naming both, when either label was given; two derived alike (two
+    checkpoints named ``checkpoint-100`` in different folders) go by their slugs instead, which are distinct."""
+    by_label: dict[str, list[str]] = {}
+    for where, (label, _, _) in entries.items():
+        by_label.setdefault(label, []).append(where)
+    out = {}
+    for label, wheres in by_label.items():
+        if len(wheres) > 1 and any(entries[w][1] for w in wheres):
+            raise ValueError(f"label: {wheres[0]} and {wheres[1]} both go by {label!r}; give one of them another "
+                             "`label:` so that results can tell them apart")
+        out.update({w: entries[w][2] if len(wheres) > 1 else label for w in wheres})
+    return out
