@@ -70,7 +70,11 @@ def _add_item_commands(sub) -> None:
     sh = sub.add_parser("show", help="every scored item beside the model's answer: prompt, gold, choice, margin, "
                                      "design")
     sh.add_argument("run_dir")
-    sh.add_argument("--model", help="one score file's name (scores/<model>.parquet); default: every usable one")
+    sh.add_argument("--model", help="one model, by its label or its score file's name (scores/<slug>.parquet); "
+                                    "default: every usable one")
+    sh.add_argument("--disagree", nargs=2, metavar=("A", "B"),
+                    help="the items models A and B (label or score file name) answer differently, both rows of each, "
+                         "the largest difference in margin first")
     sh.add_argument("--wrong", action="store_true", help="errors only, the most confident first")
     sh.add_argument("--closest", type=_count, metavar="N", help="the N items of smallest |margin|")
     sh.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
@@ -107,6 +111,8 @@ def _show(args) -> int:
     from . import items as it
 
     df = it.items(args.run_dir, args.model)
+    if args.disagree:
+        df = it.disagree(df, *args.disagree, run_dir=args.run_dir)
     chosen = it.select(df, args.where, args.wrong, args.closest)
     limit = args.limit or (None if args.jsonl else 20)
     shown = chosen.head(limit) if limit else chosen
@@ -117,7 +123,9 @@ def _show(args) -> int:
     more = len(chosen) - len(shown)
     width = max(shutil.get_terminal_size((it.WIDTH, 24)).columns, 40)  # $COLUMNS first, then the terminal, else 120
     head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
-    tail = (f"{len(shown)} of {len(chosen)} items" + (f" ({more} more: --limit N)" if more else "")
+    what = (f"rows, both models' answers to the {chosen[df.attrs['id_column']].nunique()} items they answer "
+            f"differently" if args.disagree else "items")
+    tail = (f"{len(shown)} of {len(chosen)} {what}" + (f" ({more} more: --limit N)" if more else "")
             + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
     return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))
                         + textwrap.wrap(tail, width, break_on_hyphens=False))

@@ -2,13 +2,14 @@
 
 ``items(run_dir)`` joins each usable score file with the run's dataset through the run store
 (``runstore.load_scores``), so a file that is stale, edited, unfinished or a shard never comes in; the files left out
-are in ``df.attrs["excluded"]`` with the reason. Its columns: ``model`` (the score file's name), the dataset's id
-column, ``text`` (the prompt or sentence as scored), the study's design columns, then for an answer-choice study
+are in ``df.attrs["excluded"]`` with the reason. Its columns: ``model`` (the model's label, the name results print),
+``slug`` (its score file's name), the dataset's id column, ``text`` (the prompt or sentence as scored), the study's design columns, then for an answer-choice study
 ``gold``, ``options`` (as scored), one ``logp_<option>`` per option (named as in the score file), ``margin``,
 ``choice``, ``correct``; for a sentence study ``n_tokens``, ``sum_logprob``, ``mean_logprob``, ``ppl``; and
 ``precision`` (what the score file was computed in).
 
-``select`` filters and orders them as ``python -m nbutils show`` does (errors, closest calls, design values), ``jsonl``
+``select`` filters and orders them as ``python -m nbutils show`` does (errors, closest calls, design values),
+``disagree`` keeps the items two models answer differently, ``jsonl``
 writes one JSON object per item, ``table_lines`` / ``full_lines`` format them for a terminal and ``to_read`` for a
 notebook. No torch here.
 """
@@ -61,7 +62,8 @@ def _study_of(run_dir) -> studies.Study:
 def items(run_dir, model: str | None = None, *, study: str | None = None, include_limited: bool = True) -> pd.DataFrame:
     """One row per scored item and model (see the module's docstring for the columns), in the dataset's order.
 
-    ``model``: one score file's name (``scores/<model>.parquet``; a ValueError lists the run's). ``study``: the
+    ``model``: one model, by its label or its score file's name (``scores/<slug>.parquet``; a ValueError lists the
+    run's). ``study``: the
     registered study (default: the one whose dataset the run holds). ``include_limited``: quick-look runs made with
     ``limit`` too (their rows are the sample they were planned on).
     """
@@ -69,14 +71,14 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     spec = record.spec
     joined = load_scores(run_dir, spec, include_limited=include_limited)
     models = list(dict.fromkeys(joined["model"]))
+    slugs = dict(joined.attrs.get("slugs") or {})
     if model is not None:
-        if model not in models:
-            raise ValueError(f"model: {model!r} is not a usable score file of {paths.resolve(run_dir)}; "
-                             f"its models are {models}")
+        model = model_named(model, models, slugs, run_dir, "model")
         joined = joined[joined["model"] == model].reset_index(drop=True)
     data_cols = pq.read_schema(paths.dataset_path(run_dir, spec.dataset_file)).names
     design = design_columns(run_dir, record, joined)
     out = joined[["model", spec.id_column]].copy()
+    out.insert(1, "slug", out["model"].map(lambda m: slugs.get(m, m)))
     out["text"] = joined[spec.text_column].astype(str)
     for c in design:
         out[c] = joined[c]
@@ -95,12 +97,52 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     prec = joined.attrs.get("precision") or {}
     out["precision"] = out["model"].map(lambda m: (prec.get(m) or {}).get("precision"))
     out.attrs = {"study": record.name, "id_column": spec.id_column, "scorer": spec.scorer, "design": design,
+                 "models": models, "slugs": slugs,
                  "table_design": _not_implied(out, design),
                  "question": next((c for c in ("question", "prompt") if c in joined.columns), spec.text_column),
                  "excluded": joined.attrs.get("excluded", []),
                  "notes": [n.replace("not analysed: ", "not shown: ", 1) for n in excluded_notes(joined)]}
     out["gist"] = [last_line(t) for t in joined[out.attrs["question"]].astype(str)]
     return out
+
+
+def model_named(name: str, models: list[str], slugs: dict, run_dir, option: str) -> str:
+    """The model (its label) ``name`` names, by label or by score file slug; a ValueError naming ``option`` and
+    listing the run's models (label and slug) when it names none."""
+    if name in models:
+        return name
+    by_slug = {v: k for k, v in slugs.items()}
+    if name in by_slug:
+        return by_slug[name]
+    listed = ", ".join(f"{m!r} ({slugs[m]})" if slugs.get(m, m) != m else repr(m) for m in models)
+    raise ValueError(f"{option}: {name!r} is not a usable model of {paths.resolve(run_dir)}; its models (label, "
+                     f"score file) are {listed}")
+
+
+def disagree(df: pd.DataFrame, first: str, second: str, run_dir="the run") -> pd.DataFrame:
+    """The items ``first`` and ``second`` (a label or a slug each) both answered and answered differently: both
+    models' rows of each, side by side (``first`` then ``second``), the largest difference in margin first."""
+    models, slugs = list(df.attrs.get("models") or dict.fromkeys(df["model"])), df.attrs.get("slugs") or {}
+    a, b = (model_named(m, models, slugs, run_dir, "--disagree") for m in (first, second))
+    if a == b:
+        raise ValueError(f"--disagree: give two different models, got {first!r} and {second!r} (both {a!r})")
+    if "choice" not in df.columns:
+        raise ValueError(f"--disagree: the {df.attrs.get('study')} study scores sentences, so its items have no "
+                         "answer to differ in; show them without it")
+    id_col = df.attrs["id_column"]
+    wide = df[df["model"].isin([a, b])].pivot_table(index=id_col, columns="model", values=["choice", "margin"],
+                                                      aggfunc="first")
+    if a not in wide["choice"].columns or b not in wide["choice"].columns:
+        return df.head(0)
+    wide = wide.dropna(subset=[("choice", a), ("choice", b)])
+    differ = wide[wide[("choice", a)] != wide[("choice", b)]]
+    gap = (differ[("margin", a)] - differ[("margin", b)]).abs().sort_values(ascending=False, kind="stable")
+    rank = {i: k for k, i in enumerate(gap.index)}
+    out = df[df["model"].isin([a, b]) & df[id_col].isin(rank)]
+    order = np.lexsort(((out["model"] != a).to_numpy(), out[id_col].map(rank).to_numpy()))
+    res = out.iloc[order]
+    res.attrs = dict(df.attrs)
+    return res
 
 
 def _not_implied(df: pd.DataFrame, design: list[str]) -> list[str]:
@@ -211,7 +253,7 @@ def _margin(x) -> str:
 
 def _cells(df: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The terminal table's columns and cells, before widths: the outcome first, then the design, the question last."""
-    several = df["model"].nunique() > 1
+    several = len(df.attrs.get("models") or []) > 1 or df["model"].nunique() > 1  # the run's models, not the rows'
     design = list(df.attrs.get("table_design", df.attrs.get("design", [])))
     if "margin" in df.columns:
         head = ["margin", "gold", "choice", "ok"]
@@ -231,12 +273,14 @@ def table_lines(df: pd.DataFrame, width: int = WIDTH) -> list[str]:
     head, rows = _cells(df)
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     for i in range(len(head) - 1):
-        widths[i] = min(widths[i], 24)
+        widths[i] = min(widths[i], 36 if head[i] == "model" else 24)  # a model's label whole where it fits
     fixed = sum(widths[:-1]) + 2 * (len(head) - 1)
     want = min(40, widths[-1])  # room for the question part of a prompt (cut_question keeps it)
     if width - fixed < want:  # many or wide design columns: narrower ones, so the question keeps its room
-        cap = max(6, (width - want - 2 * (len(head) - 1) - sum(widths[:4])) // max(len(head) - 5, 1))
-        widths[4:-1] = [min(w, cap) for w in widths[4:-1]]
+        first = 5 if head[4:5] == ["model"] else 4  # the design columns give way; the model's label keeps its room
+        cap = max(6 if first == 4 else 13, (width - want - 2 * (len(head) - 1) - sum(widths[:first]))
+                  // max(len(head) - first - 1, 1))
+        widths[first:-1] = [min(w, cap) for w in widths[first:-1]]
         fixed = sum(widths[:-1]) + 2 * (len(head) - 1)
     widths[-1] = max(10, width - fixed)
     cut = cut_question if head[-1] == "question" else _cut  # a sentence study's sentence keeps its start
@@ -281,7 +325,8 @@ def record(row: pd.Series, df: pd.DataFrame) -> dict:
         return None if v is None or v is pd.NA or (isinstance(v, float) and not math.isfinite(v)) else v
 
     id_col = df.attrs.get("id_column", df.columns[1])
-    obj = {"model": row["model"], id_col: value(row[id_col]), "precision": value(row["precision"])}
+    obj = {"model": row["model"], "slug": value(row.get("slug")), id_col: value(row[id_col]),
+           "precision": value(row["precision"])}
     obj.update({c: value(row[c]) for c in df.attrs.get("design", [])})
     if "margin" in df.columns:
         lps = [c for c in df.columns if c.startswith("logp_")]

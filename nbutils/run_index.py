@@ -1,5 +1,6 @@
 """An index of the run directories below a folder (``python -m nbutils runs [DIR]``): for each, its study, models,
-number of items, when it was analysed, its headline in one line and whether its report is up to date.
+number of items, when it was analysed, each model's headline in a line (the models that found something first) and
+whether its report is up to date.
 
 Everything is read from the files a run records (dataset sidecar, score inventory, ``summary.json``, the executed
 analysis, ``report.html``); nothing is computed again and nothing is written.
@@ -35,14 +36,9 @@ def run_dirs(folder) -> list[Path]:
     return found
 
 
-def _headline(summary: dict) -> str:
-    """The first headline record that could be estimated, in one line: its estimate (an odds ratio where it has one)
-    and p; how many headline records there are besides."""
-    recs = sorted(headline_records(summary), key=lambda r: not r.get("valid", True))
-    if not recs:
-        return "no headline test"
-    r = recs[0]
-    who = " ".join(str(r[k]) for k in ("model", "condition") if r.get(k))
+def _one(r: dict) -> str:
+    """One headline record in a few words: whom it is about, its test, estimate (an odds ratio where it has one), p."""
+    who = " ".join(str(r[k]) for k in ("model", "condition") if r.get(k)) or " vs ".join(map(str, r.get("models") or []))
     if not r.get("valid", True):
         return f"{who}: {r.get('test')} not estimable"
     est = (f"OR = {fmt_num(r['odds_ratio'])}" if r.get("odds_ratio") is not None
@@ -51,7 +47,38 @@ def _headline(summary: dict) -> str:
         p = fmt_p(r.get("p"))
     except ValueError:
         p = f"p = {r.get('p')!r} (not a probability)"
-    return f"{who}: {r.get('test')} {est}, {p}" + (f" (+{len(recs) - 1} more)" if len(recs) > 1 else "")
+    return f"{who}: {r.get('test')} {est}, {p}"
+
+
+def _found(r: dict) -> bool:
+    p = r.get("p")
+    return bool(r.get("valid", True)) and isinstance(p, (int, float)) and p < 0.05
+
+
+def _headlines(summary: dict, most: int = 4) -> list[str]:
+    """Each model's headline, one line each (its first record that found something, else its first estimable one),
+    the models that found something first; with more than ``most`` models the rest are counted. Comparisons of two
+    models are counted on the last line."""
+    recs = headline_records(summary)
+    if not recs:
+        return ["no headline test"]
+    per: dict[str, list[dict]] = {}
+    pairs = [r for r in recs if r.get("models") and not r.get("model")]
+    for r in recs:
+        if r.get("model"):
+            per.setdefault(str(r["model"]), []).append(r)
+    if not per:  # a study whose headline names no model
+        per[""] = [r for r in recs if r not in pairs] or pairs
+    firsts = [sorted(rs, key=lambda r: (not _found(r), not r.get("valid", True)))[0] for rs in per.values()]
+    n_more = {id(f): len(rs) - 1 for f, rs in zip(firsts, per.values())}
+    firsts.sort(key=lambda r: not _found(r))  # stable: the order the records came in within each kind
+    out = [_one(r) + (f" (+{n_more[id(r)]} more)" if n_more[id(r)] else "") for r in firsts[:most]]
+    rest = firsts[most:]
+    if rest:
+        out.append(f"… {len(rest)} more model(s), {sum(map(_found, rest))} of them with a finding at p < .05")
+    if pairs:
+        out.append(f"+ {len(pairs)} comparison(s) of two models, {sum(map(_found, pairs))} at p < .05")
+    return out
 
 
 def escape(text) -> str:
@@ -104,7 +131,7 @@ def describe(run: Path) -> dict:
         study = studies.for_run(run)
     except ValueError as err:
         return {"run": str(run), "study": "?", "models": "", "items": None, "analysed": None, "headline": str(err),
-                "report": "-"}
+                "report": "-", "damaged": [], "headlines": [str(err)]}
     side = paths.sidecar(paths.dataset_path(run, study.dataset_file))
     damaged, rows = [], None
     try:
@@ -115,7 +142,7 @@ def describe(run: Path) -> dict:
     if not damaged and (problem := _scores_problem(run, study, inv)):
         damaged.append(f"scores: {problem}")
     said = " ".join(damaged)
-    models = [f"{r.model}" + (" (damaged)" if f"{r.file}:" in said else "" if r.status == "ok" else f" ({r.status})")
+    models = [f"{r.label}" + (" (damaged)" if f"{r.file}:" in said else "" if r.status == "ok" else f" ({r.status})")
               for r in inv.itertuples() if r.status in ("ok", "limited", "stale", "incomplete", "edited")]
     executed = _executed(run, study)
     ended, nb_problem = _ended(executed)
@@ -136,7 +163,8 @@ def describe(run: Path) -> dict:
         damaged.append(state.removeprefix("damaged: "))
     out = {"run": str(run), "study": study.name, "models": ", ".join(models) or "none scored", "items": rows,
            "analysed": (ended[:16].replace("T", " ") + " UTC") if summary and ended else None,
-           "headline": _headline(summary) if summary else headline, "report": state, "damaged": damaged}
+           "headline": _headlines(summary)[0] if summary else headline, "report": state, "damaged": damaged,
+           "headlines": _headlines(summary) if summary else [headline]}
     if damaged:
         out.update(report="damaged", headline="damaged: " + "; ".join(damaged))
     return out
@@ -155,5 +183,5 @@ def index_lines(folder) -> list[str]:
         items = f"{d['items']:,} items" if type(d["items"]) is int else "?"
         out.append(escape(f"{name}  [{d['study']}]  {items} · {d['models']} · analysed {d['analysed'] or '-'} · "
                           f"report {d['report']}"))
-        out.append("    " + escape(d["headline"]))
+        out += ["    " + escape(line) for line in ([d["headline"]] if d["damaged"] else d["headlines"])]
     return out

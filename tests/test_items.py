@@ -16,12 +16,13 @@ from bs4 import BeautifulSoup
 import test_report as tr
 from nbutils import artifacts, paths, studies
 from nbutils.__main__ import main
-from nbutils.items import items, plain, select, table_lines, write_jsonl
+from nbutils.items import disagree, items, plain, select, table_lines, write_jsonl
 from nbutils.report import ALL_ITEMS, KEEP, write_report
 from nbutils.runstore import write_scores
 
 SAMPLES = paths.repo_root() / "outputs" / "samples"
-MODEL = "smollm2-135m-instruct"
+MODEL = "smollm2-135m-instruct"  # the score file's slug
+LABEL = "SmolLM2-135M-Instruct"  # the name results print (derived from the embedded model's hub name)
 DESIGN = {"monotonicity": ["concept", "threshold", "monotonicity", "condition"],
           "negation": ["item_id", "category", "context", "form"],
           "personas": ["persona_id", "persona_kind", "category", "question_id", "question_type"],
@@ -56,7 +57,8 @@ def test_each_item_is_its_dataset_row_beside_its_score_row(samples, study):
     record, data, scores = files(run, study)
     df = items(run)
     key = record.id_column
-    assert len(df) == len(scores) and set(df[key]) == set(scores[key]) and (df["model"] == MODEL).all()
+    assert len(df) == len(scores) and set(df[key]) == set(scores[key]) and (df["model"] == LABEL).all()
+    assert (df["slug"] == MODEL).all()
     assert df.attrs["design"] == DESIGN[study]
     d, s = data.set_index(key).loc[df[key]], scores.set_index(key).loc[df[key]]
     assert df["text"].tolist() == d[record.text_column].tolist()
@@ -193,7 +195,7 @@ def test_stale_and_edited_score_files_are_never_items(samples, tmp_path):
     meta = artifacts.read_json(scores / "stale.json")
     artifacts.write_json(dict(meta, dataset_sha256="0" * 64), scores / "stale.json")
     df = items(run)
-    assert set(df["model"]) == {MODEL}
+    assert set(df["model"]) == {LABEL}
     edited_note = "not shown: edited.json is not as written: edited.parquet changed"
     assert any(n.startswith(edited_note) for n in df.attrs["notes"])
     assert "not shown: stale.json is made from an earlier version of the dataset" in df.attrs["notes"]
@@ -289,7 +291,7 @@ def test_the_browser_holds_every_item_up_to_the_cap_then_the_errors_and_closest_
 def test_runs_lists_the_samples(samples, capsys):
     lines = main_lines(["runs", str(samples["custom"].parent)])
     for study, n in (("custom", 24), ("monotonicity", 120), ("negation", 96), ("personas", 162)):
-        assert any(line.startswith(f"{study}  [{study}]  {n} items · {MODEL}") and "not analysed" in line
+        assert any(line.startswith(f"{study}  [{study}]  {n} items · {LABEL}") and "not analysed" in line
                    for line in lines), (study, lines)
     assert main(["runs", str(samples["custom"] / "items.parquet")]) == 2 and "not a folder" in capsys.readouterr().err
 
@@ -304,7 +306,7 @@ def test_the_notebooks_items_to_read_are_the_errors_and_closest_calls(samples):
     errors = wrong.iloc[np.argsort(-wrong["margin"].abs().to_numpy(), kind="stable")]["prompt_id"].head(5)
     closest = scores.iloc[np.argsort(scores["margin"].abs().to_numpy(), kind="stable")]["prompt_id"].head(5)
     blocks = text.split("═══ ")
-    assert blocks[1].startswith(f"{MODEL}: the 5 most confident errors of 120 items")
+    assert blocks[1].startswith(f"{LABEL}: the 5 most confident errors of 120 items")
     assert [ln.split(" · ")[1] for ln in blocks[1].splitlines() if ln.startswith("── ")] == errors.tolist()
     assert [ln.split(" · ")[1] for ln in blocks[2].splitlines() if ln.startswith("── ")] == closest.tolist()
     assert "… 15 earlier lines (--full shows them)" in text and "Does Alice have" in text
@@ -361,3 +363,55 @@ def test_the_browser_sorts_and_filters_as_the_files_say(samples, tmp_path):
     want = data[(data["concept"] == "less than 1/3") & (data["condition"] == "explicit")]["prompt_id"]
     assert sorted(i.removeprefix("prompt_id ") for i in seen["shown"]) == sorted(want)
     assert seen["count"] == f"{len(want)} of 120 items"
+
+
+CONTROL = paths.repo_root() / "outputs" / "samples" / "control"  # two models on the same prompts (read, not written)
+CONTROL_LABELS = ("SmolLM2-135M-Instruct", "SmolLM2-135M + upward control")
+
+
+def test_show_names_the_model_whenever_the_run_holds_several(monkeypatch):
+    """The control run: its three most confident errors are all the control's, and the table still names it."""
+    monkeypatch.setenv("COLUMNS", "160")
+    lines = main_lines(["show", str(CONTROL), "--wrong", "--limit", "3"])
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("margin  gold"))
+    assert "model" in lines[head].split()
+    assert all(CONTROL_LABELS[1] in ln for ln in lines[head + 1: head + 4]), lines
+    one = main_lines(["show", str(CONTROL), "--model", "smollm2-135m-instruct", "--limit", "2"])  # by slug
+    assert all(CONTROL_LABELS[0] in ln for ln in one[3:5]), one
+
+
+def test_show_disagree_lists_both_models_answers_to_the_items_they_answer_differently(capsys):
+    df = items(CONTROL)
+    wide = df.pivot_table(index="prompt_id", columns="model", values="choice", aggfunc="first")
+    differ = set(wide.index[wide[CONTROL_LABELS[0]] != wide[CONTROL_LABELS[1]]])
+    got = disagree(df, "smollm2-135m-instruct", CONTROL_LABELS[1])  # a slug and a label
+    assert set(got["prompt_id"]) == differ and len(got) == 2 * len(differ) and 0 < len(differ) < len(wide)
+    assert list(got["model"][::2]) == [CONTROL_LABELS[0]] * len(differ), "pairs, the first model first"
+    pairs = got["choice"].to_numpy().reshape(-1, 2)
+    assert (pairs[:, 0] != pairs[:, 1]).all()
+    gaps = np.abs(np.diff(got["margin"].to_numpy().reshape(-1, 2), axis=1)).ravel()
+    assert (np.diff(gaps) <= 1e-12).all(), "the largest difference in margin first"
+    lines = main_lines(["show", str(CONTROL), "--disagree", CONTROL_LABELS[1], "smollm2-135m-instruct", "--limit", "4"])
+    assert " ".join(lines).count(f"4 of {2 * len(differ)} rows, both models' answers to the {len(differ)} items") == 1
+    assert sum(CONTROL_LABELS[0] in ln for ln in lines) == 2 and sum(CONTROL_LABELS[1] in ln for ln in lines) == 2
+    assert main(["show", str(CONTROL), "--disagree", "smollm2-135m-instruct", CONTROL_LABELS[0]]) == 2
+    assert "two different models" in capsys.readouterr().err
+    assert main(["show", str(CONTROL), "--disagree", "gpt-9", CONTROL_LABELS[0]]) == 2
+    assert "'SmolLM2-135M + upward control' (smollm2-135m-instruct.smollm2-135m-upward" in capsys.readouterr().err
+
+
+def test_runs_prints_each_models_headline_the_ones_that_found_something_first():
+    from nbutils.run_index import _headlines
+
+    def rec(model, p, **kw):
+        return {"test": "gee_bias_reduced", "term": "upward", "condition": "concept_learning", "estimate": 1.0,
+                "p": p, "valid": True, "headline": True, **({"model": model} if model else {}), **kw}
+
+    summary = {"records": [rec("base", 0.9), rec("base", 0.5, condition="explicit"), rec("control", 0.001),
+                           rec(None, 0.0001, models=["control", "base"], term="upward:model", test="glmm_models")]}
+    lines = _headlines(summary)
+    assert lines[0] == "control concept_learning: gee_bias_reduced estimate 1.00, p = .001", lines
+    assert lines[1].startswith("base concept_learning:") and lines[1].endswith("(+1 more)"), lines
+    assert lines[2] == "+ 1 comparison(s) of two models, 1 at p < .05"
+    many = {"records": [rec(f"m{i}", 0.5) for i in range(6)]}
+    assert _headlines(many)[-1] == "… 2 more model(s), 0 of them with a finding at p < .05"
