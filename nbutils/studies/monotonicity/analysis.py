@@ -67,7 +67,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["rules_mirror_test"] = artifacts.json_clean(a.tables["mirror_test_pooled"].to_dict("records"))
     a.summary["design"] = design(scores, a.tables["mcnemar"])
     a.summary["design"]["model_order"] = models
-    a.summary["design"]["models"] = [m for m in models if m in set(a.summary["design"]["models"])]  # as scored
+    d = a.summary["design"]  # the models in the order they were scored (the sweep file's), as every list of them
+    d["models"] = [m for m in models if m in set(d["models"])]
+    d["n_prompts"] = {m: d["n_prompts"][m] for m in models if m in d["n_prompts"]}
     a.summary["design"]["not_compared"] = unpaired  # models that share no prompt with the reference, in words
     a.summary["_notes"] = a.notes
     a.text = results.results_text(a.summary)
