@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, precision
+from ... import analysis_run, artifacts, models_table, paths, precision
 from ...runstore import check_int
 from ..common import model_comparison, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats
@@ -16,11 +16,12 @@ Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int | None = None,
-            use_r: bool = True, order: list[str] | None = None) -> Analysis:
+            use_r: bool = True, order: list[str] | None = None, parameters: dict | None = None) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
     number of examples when it is smaller. With several models, each is compared with the first of ``order`` (default:
-    the order of the frame) on the prompts both scored. ``analyze_run`` checks the parameters (``check``)."""
+    the order of the frame) on the prompts both scored. ``parameters``: each model's number of parameters, where
+    known (the models table prints it). ``analyze_run`` checks the parameters (``check``)."""
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
@@ -57,6 +58,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
+    for m, n in (parameters or {}).items():
+        if m in a.summary["models"] and n:
+            a.summary["models"][m]["n_parameters"] = int(n)
     a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
                             + prediction.records(a.tables["prediction"])
@@ -67,6 +71,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     a.summary["design"] = design(scores, a.tables["mcnemar"])
     a.summary["design"]["model_order"] = models
     a.summary["_notes"] = a.notes
+    if models_table.applies(a.summary):  # the models side by side (tables/models.csv and .tex, results.md)
+        a.tables["models"] = models_table.frame(a.summary)
     a.text = results.results_text(a.summary)
     return a
 
@@ -122,8 +128,12 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             figs["specification_curve"] = prediction.curve(spec, a.tables["prediction"], varied)
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
+    several = "models" in a.tables and len(a.tables["models"]) > 1
+    if several:
+        figs["forest_models"] = models_table.forest(a.summary)
     return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),
-                                    index=("appendix_b",))
+                                    index=("appendix_b",),
+                                    tex={"models": models_table.latex(a.summary)} if "models" in a.tables else {})
 
 
 def check(params: dict) -> None:
@@ -137,7 +147,24 @@ def check(params: dict) -> None:
 
 def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Analysis:
     order = model_comparison.scored_order(run_dir, scores["model"].unique()) if len(scores) else None
-    return compute(scores, order=order, **params)
+    return compute(scores, order=order, parameters=parameters(run_dir, scores), **params)
+
+
+def parameters(run_dir, scores: pd.DataFrame) -> dict:
+    """Each model's number of parameters as its score file's sidecar recorded it (``n_parameters``); the file is
+    found by its slug (the ``slug`` column where the frame has one, else the model's own column), never by parsing
+    a name."""
+    key = "slug" if "slug" in scores.columns else "model"
+    names = dict(zip(scores[key].astype(str), scores["model"])) if len(scores) else {}
+    out = {}
+    for side in paths.score_sidecars(run_dir):
+        try:
+            n = artifacts.read_json(side).get("n_parameters")
+        except ValueError:
+            continue
+        if side.stem in names and isinstance(n, int) and not isinstance(n, bool):
+            out[names[side.stem]] = n
+    return out
 
 
 STEPS = analysis_run.Steps(
