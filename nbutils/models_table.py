@@ -106,12 +106,12 @@ def fmt_params(n) -> str:
 
 
 def fmt_or(x) -> str:
-    """An odds ratio for a table: ``36.0``, ``3.19``, ``406``, ``0.32``, ``0.0021``; powers of ten from 10⁵ on."""
+    """An odds ratio for a table: ``36.0``, ``3.19``, ``406``, ``0.32``, ``0.012``; powers of ten from 10⁵ on."""
     if not _finite(x) or x <= 0:
         return "n/a"
     if x >= 1e5 or x < 1e-4:
         return f"{x:.1e}".replace("e+0", "e").replace("e-0", "e−").replace("e+", "e").replace("e-", "e−")
-    if x < 0.01:
+    if x < 0.1:
         return f"{x:.2g}"
     return f"{x:.{0 if x >= 100 else 1 if x >= 10 else 2}f}"
 
@@ -199,14 +199,15 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     from .latex import escape
 
     cols, rows = shown(summary, alpha)
-    cols = [(k, h) for k, h in cols if k not in ("floor", "examples")] if len(cols) > 12 else cols
+    cols = [(k, h) for k, h in cols if k not in ("floor", "examples")]  # the reading says them; their p: the CSV
     conds = conditions(summary)
     heads, spec = [], []
     for k, h in cols:
-        wrap = {"model": 0.15, "floor": 0.075, "examples": 0.075, "reading": 0.08}.get(k)
-        spec.append(rf">{{\raggedright\arraybackslash}}p{{{wrap}\textwidth}}" if wrap else "r")
+        wrap = {"model": 0.15, "reading": 0.08}.get(k)
+        spec.append(rf">{{\raggedright\arraybackslash}}p{{{wrap}\textwidth}}" if wrap else "l" if k in (
+            "floor", "examples") else "r")
         short = ("Up" if k.startswith("acc_up") else "Down") if k.startswith("acc_") else {
-            "floor": "Above floor", "examples": "Uses examples", "pi": "New variant (PI)"}.get(k, h.split(" (")[0])
+            "floor": "Floor", "examples": "Examples", "pi": "New variant (PI)", "parameters": "Params"}.get(k, h.split(" (")[0])
         heads.append(escape(short.replace(", points", "")))
     starts = {next(j for j, (k, _) in enumerate(cols) if k == f"acc_up_{c}"): c for c in conds}
     top, j = [], 0
@@ -223,12 +224,13 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     long = len(rows) > PAGE_ROWS
     env = "longtable" if long else "tabular"
     body = [" & ".join(escape(r[k]) for k, _ in cols) + r" \\" for r in rows]
-    lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", "{\\footnotesize",
-             "\\setlength{\\tabcolsep}{3pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}", "\\toprule", *head]
+    lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize",
+             "\\setlength{\\tabcolsep}{2.5pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}", "\\toprule", *head]
     if long:
         lines += ["\\endhead", "\\bottomrule", "\\endfoot"]
     lines += body + ([] if long else ["\\bottomrule"]) + [f"\\end{{{env}}}", "}"]
-    lines.append(f"\\par\\smallskip\\noindent{{\\scriptsize {escape(legend(summary, alpha))}}}\\par")
+    said = legend(summary, alpha) + " The floor's and the score test's p for each model: tables/models.csv."
+    lines.append(f"\\par\\smallskip\\noindent{{\\scriptsize {escape(said)}}}\\par")
     return "\n".join(lines) + "\n"
 
 
@@ -248,9 +250,9 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
         m, kind = r["model"], r["_reading"]
         rec = headline_record(summary, m, c)
         v = verdict(rec, alpha) if rec is not None else "invalid"
-        accs = f"{r[f'acc_up_{c}']}% vs {r[f'acc_down_{c}']}%"
         nums = f"OR {r['or']}, p {'= ' if r['p'][:1] == '.' else ''}{r['p']}" if r["p"] else ""
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
+        accs = f"{r[f'acc_{better[:-4]}_{c}']}% {better} vs {r[f'acc_{worse[:-4]}_{c}']}% {worse}"
         stated = c == "explicit"
         if kind == "learned":
             text = (f"{better} concepts were {'answered' if stated else 'learned'} better than {worse} ones under "
@@ -259,15 +261,17 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
             ex = r["examples"].partition(" (")[2].rstrip(")")
             text = (f"{better} concepts were answered right more often under {where} ({accs}; {nums}), but from a "
                     f"prior on the query: the answers do not use the {'statement' if stated else 'examples'}"
-                    + (f" (p {'= ' if ex[:1] == '.' else ''}{ex})" if ex else ""))
+                    + (f" (score test, p {'= ' if ex[:1] == '.' else ''}{ex})" if ex else ""))
         elif kind == "below_floor":
             fl = (model_block(summary, m)["conditions"].get(c) or {}).get("floor") or {}
             text = (f"not above the task floor under {where} ({_pct(fl.get('accuracy'))}% correct against "
                     f"{_pct(fl.get('chance'))}% by chance), so no conclusion about a bias")
         elif kind == "no_evidence":
+            accs = f"{r[f'acc_up_{c}']}% upward vs {r[f'acc_down_{c}']}% downward"
             text = f"the gap under {where} ({accs}) is not significant at α = {fmt_alpha(alpha)} ({nums})"
         else:
-            text = f"no valid test of the gap under {where} ({accs} correct)"
+            text = (f"no valid test of the gap under {where} ({r[f'acc_up_{c}']}% upward vs {r[f'acc_down_{c}']}% "
+                    "downward correct)")
         out.append(f"{m}: {text}.")
     return out
 
@@ -288,7 +292,8 @@ def forest(summary: dict, alpha: float = ALPHA):
     conds = conditions(summary)
     t = frame(summary, alpha).set_index("model")
     n = len(names)
-    fig, ax = plt.subplots(figsize=(7.6, 0.42 * n * max(1, len(conds)) + 1.6))
+    height = 0.3 * n * max(1, len(conds)) + 1.7
+    fig, ax = plt.subplots(figsize=(7.6, height))
     colors = ["#0969da", "#bc4c00", "#1a7f37", "#8250df"]
     offsets = np.linspace(-0.18, 0.18, len(conds)) if len(conds) > 1 else [0.0]
     finite = [x for c in conds for k in ("or_ci_low", "or_ci_high", "or") for x in t.get(f"{k}_{c}", []) if _finite(x)]
@@ -318,7 +323,7 @@ def forest(summary: dict, alpha: float = ALPHA):
     seen = {CONDITION_NAMES.get(c, c): Line2D([], [], marker="o", color=colors[j % 4], lw=1.8)
             for j, c in enumerate(conds)}
     if seen:
-        ax.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.16 - 0.3 / n), fontsize=8,
+        ax.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.62 / (height - 1.1)), fontsize=8,
                   frameon=False, ncol=len(seen), title="hollow marker: not above the task floor", title_fontsize=8)
     ax.grid(axis="x", color="#ddd", lw=0.6)
     fig.tight_layout()

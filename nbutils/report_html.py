@@ -196,10 +196,14 @@ _TEMPLATE = """<!DOCTYPE html>
  · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}
 {%- endif %}</p>
 <section class="finding" id="finding">
-{{ top.table }}
-<div class="finding-grid"><div class="words">{{ top.words }}</div>
+{% if top.findings %}<ul class="findings">{% for line in top.findings %}<li>{{ line }}</li>{% endfor %}</ul>
+{% endif %}{{ top.table }}
+{% if top.wide %}{% if top.figure %}<figure class="wide">{{ top.figure }}<figcaption>{{ top.caption }}</figcaption>
+</figure>{% endif %}<details class="words"><summary>{{ top.fold }}</summary><div class="words">{{ top.words }}</div>
+</details>
+{% else %}<div class="finding-grid"><div class="words">{{ top.words }}</div>
 {% if top.figure %}<figure>{{ top.figure }}<figcaption>{{ top.caption }}</figcaption></figure>{% endif %}</div>
-</section>
+{% endif %}</section>
 {% if toc %}<nav class="toc" aria-label="contents"><h2>Contents</h2><ol>
 {%- for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>{% endfor %}</ol></nav>
 {% endif %}{% for id, part in sections %}<section class="part" id="{{ id }}">{{ part }}</section>
@@ -220,7 +224,8 @@ def page(title: str, top: dict, about: dict, alerts: list[str], toc: list, secti
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     csp = CSP.format(script=f"'{SCRIPT_HASH}'" if items else "'none'")
-    top = {"question": "", "table": Markup(""), "words": Markup(""), "figure": Markup(""), "caption": "", **top}
+    top = {"question": "", "table": Markup(""), "words": Markup(""), "figure": Markup(""), "caption": "",
+           "findings": [], "wide": False, "fold": "", **top}
     return env.from_string(_TEMPLATE).render(csp=csp, title=title, css=Markup(_CSS + _ITEMS_CSS), top=top,
                                              about=about, alerts=alerts, toc=toc, sections=sections, items=items,
                                              script=Markup(ITEMS_SCRIPT))
@@ -359,6 +364,15 @@ table.headline tr.evidence td { font-weight: 600; }
 .finding figure { margin: 0; }
 .finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
 figcaption { font-size: 0.85em; color: #555; }
+ul.findings { font-size: 15px; margin: 10px 0 6px; padding-left: 1.3em; }
+ul.findings li { margin-bottom: 3px; }
+table.models td.num { text-align: right; white-space: nowrap; }
+table.models th.group { text-align: center; }
+.legend { font-size: 12px; color: #555; margin: 2px 0 10px; }
+.finding figure.wide img { max-height: none; max-width: min(100%, 900px); margin: 0; }
+table.models td.floor, table.models td.examples { white-space: nowrap; }
+details.words > summary { cursor: pointer; color: #0969da; margin: 8px 0; }
+section.part img { max-height: none; }
 .toc ol { columns: 2; margin: 0; }
 details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da;
                                                                             margin: 6px 0; }
