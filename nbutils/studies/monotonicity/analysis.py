@@ -131,9 +131,21 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     several = "models" in a.tables and len(a.tables["models"]) > 1
     if several:
         figs["forest_models"] = models_table.forest(a.summary)
-    return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),
-                                    index=("appendix_b",),
+    return artifacts.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
                                     tex={"models": models_table.latex(a.summary)} if "models" in a.tables else {})
+
+
+# the tables written as LaTeX too, each as a paper shows it (``latex.table``'s options): the CSV keeps every column
+PAPER_TABLES = {
+    "appendix_b": {"decimals": "auto", "keys": 4, "max_columns": 10},  # percentages as 33.3, thresholds together
+    "gap_pooled": {"columns": ["model", "condition", "acc_up", "acc_down", "gap", "gap_ci_low", "gap_ci_high", "or_mh",
+                               "or_mh_ci_low", "or_mh_ci_high", "p_cmh", "p_signflip"], "ci": True,
+                   "formats": {"or_mh": "%.3g"}},
+    "accuracy": {"columns": ["model", "condition", "concept", "n", "n_correct", "accuracy", "ci_low", "ci_high",
+                             "p_binom", "p_holm"], "ci": True},
+    "mixed_model": {"columns": ["model", "test", "condition", "term", "odds_ratio", "or_ci_low", "or_ci_high", "p",
+                                "n", "valid"], "ci": True, "formats": {"odds_ratio": "%.3g"}},
+}
 
 
 def check(params: dict) -> None:

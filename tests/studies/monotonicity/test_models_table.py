@@ -161,3 +161,32 @@ def test_the_report_opens_with_the_finding_then_the_models_table(six):
     assert finding.select_one("figure.wide img.forest")
     assert models_table.MODELS_HEADING.strip("*") not in finding.select_one(".words").get_text()
     assert soup.find("h1").get_text().startswith("monotonicity: 6 models")
+
+
+def test_the_papers_latex_tables_keep_a_ci_in_its_cell_and_thresholds_together(six):
+    """The run's mixed-model, pooled-gap and Appendix-B tables as a paper prints them: one part each, an estimate with
+    its 95% CI in one cell, percentages with one decimal; the columns left to the CSV are named in a comment."""
+    run, _, _ = six
+    tex = {n: (paths.tables_dir(run) / f"{n}.tex").read_text() for n in ("mixed_model", "gap_pooled", "appendix_b")}
+    assert not any("part 1 of" in t for t in tex.values())
+    assert "% in the CSV only: " in tex["mixed_model"] and "note" in tex["mixed_model"].splitlines()[1]
+    assert re.search(r" & [\d.e+−-]+ \[[\d.e+−-]+, [\d.e+−-]+\] & ", tex["mixed_model"])
+    assert re.search(r"OR \(MH\) \[95\\% CI\]|\[95\\%", tex["gap_pooled"])
+    cells = [c.strip() for line in tex["appendix_b"].splitlines() if line.startswith("Tiny")
+             for c in line.removesuffix(r"\\").split(" & ")[4:]]
+    assert len(cells) == 4 * 5 and all(re.fullmatch(r"\d{1,3}\.\d", c) for c in cells)
+
+
+def test_up_to_twelve_models_are_one_tabular_and_more_a_longtable(six):
+    _, _, summary = six
+    import copy
+
+    def of(n: int) -> dict:
+        big = copy.deepcopy(summary)
+        big["models"] = {f"{m} #{i}": summary["models"][m] for i in range(3) for m in MODELS}
+        big["models"] = dict(list(big["models"].items())[:n])
+        big["design"]["model_order"] = list(big["models"])
+        return big
+
+    assert models_table.latex(of(12)).count(r"\begin{tabular}") == 1 and "longtable}" not in models_table.latex(of(12))
+    assert r"\begin{longtable}" in models_table.latex(of(18)) and r"\endhead" in models_table.latex(of(18))
