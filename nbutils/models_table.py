@@ -204,10 +204,9 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     heads, spec = [], []
     for k, h in cols:
         wrap = {"model": 0.15, "reading": 0.08}.get(k)
-        spec.append(rf">{{\raggedright\arraybackslash}}p{{{wrap}\textwidth}}" if wrap else "l" if k in (
-            "floor", "examples") else "r")
+        spec.append(rf">{{\raggedright\arraybackslash}}p{{{wrap}\textwidth}}" if wrap else "r")
         short = ("Up" if k.startswith("acc_up") else "Down") if k.startswith("acc_") else {
-            "floor": "Floor", "examples": "Examples", "pi": "New variant (PI)", "parameters": "Params"}.get(k, h.split(" (")[0])
+            "pi": "New variant (PI)", "parameters": "Params"}.get(k, h.split(" (")[0])
         heads.append(escape(short.replace(", points", "")))
     starts = {next(j for j, (k, _) in enumerate(cols) if k == f"acc_up_{c}"): c for c in conds}
     top, j = [], 0
@@ -224,7 +223,8 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     long = len(rows) > PAGE_ROWS
     env = "longtable" if long else "tabular"
     body = [" & ".join(escape(r[k]) for k, _ in cols) + r" \\" for r in rows]
-    lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize",
+    size = "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize"  # 10 columns fit a page in small type
+    lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", size,
              "\\setlength{\\tabcolsep}{2.5pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}", "\\toprule", *head]
     if long:
         lines += ["\\endhead", "\\bottomrule", "\\endfoot"]

@@ -191,7 +191,7 @@ def shown_rules(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_GRI
 
 def rule_agreement(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_GRID_RULES) -> plt.Figure:
     """Heatmap of agreement with the rules that matter (see ``shown_rules``) per concept, one panel per model ×
-    condition stacked vertically; rules are rows and concepts columns, or the other way round when there are more
+    condition stacked vertically (more than two: two a row); rules are rows and concepts columns, or the other way round when there are more
     concepts than rules (so the figure grows downwards, not sideways); each concept's best rule is outlined; every
     rule is in tables/rules.csv."""
     from matplotlib.patches import Rectangle
@@ -204,16 +204,20 @@ def rule_agreement(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_
     flip = len(concepts) > len(order)  # concepts as rows
     n_rows, n_cols = (len(concepts), len(order)) if flip else (len(order), len(concepts))
     panels = list(rules[["model", "condition"]].drop_duplicates().itertuples(index=False, name=None))
-    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
-                             figsize=(0.32 * n_cols + 3.4, (0.21 * n_rows + 0.7) * len(panels) + 1.2 + 0.5 * flip))
+    wrap = 2 if len(panels) > 2 else 1  # more than two panels: two a row, so that a page shows each readably
+    rows_ = math.ceil(len(panels) / wrap)
+    fig, axes = plt.subplots(rows_, wrap, squeeze=False,
+                             figsize=((0.32 * n_cols + 3.4) * wrap, (0.21 * n_rows + 0.7) * rows_ + 1.2 + 0.5 * flip))
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     for i, (model, cond) in enumerate(panels):
-        ax = axes[i][0]
+        ax = axes[i // wrap][i % wrap]
         d = rules[(rules.model == model) & (rules.condition == cond)]
         grid = d.pivot_table(index="rule", columns="concept", values="agreement", aggfunc="first")
         grid = grid.reindex(index=order, columns=concepts)
         if flip:
             grid = grid.T
-        last = i == len(panels) - 1
+        last = i >= len(panels) - wrap
         sns.heatmap(100 * grid, ax=ax, vmin=0, vmax=100, center=50, cmap="RdBu_r",
                     cbar_kws={"label": "agreement with the\nmodel's answers (%)", "shrink": 0.8},
                     yticklabels=True, xticklabels=last or flip)
