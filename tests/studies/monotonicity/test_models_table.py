@@ -190,3 +190,38 @@ def test_up_to_twelve_models_are_one_tabular_and_more_a_longtable(six):
 
     assert models_table.latex(of(12)).count(r"\begin{tabular}") == 1 and "longtable}" not in models_table.latex(of(12))
     assert r"\begin{longtable}" in models_table.latex(of(18)) and r"\endhead" in models_table.latex(of(18))
+
+
+def test_the_sentences_follow_their_records_whatever_the_records_say(six):
+    """A property over 300 random headline records (estimate, CI, p, validity) and facts (floor, use of the examples):
+    each model's sentence names the side its record's verdict points to, claims no side without p < α, says "no valid
+    test" for a record that cannot be read, prints the record's odds ratio, and stays within 60 words."""
+    import copy
+
+    _, _, summary = six
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        s = copy.deepcopy(summary)
+        m = list(MODELS)[rng.integers(len(MODELS))]
+        rec = headline_record(s, m, "concept_learning")
+        est, se = float(rng.normal(0, 2)), float(rng.uniform(0.1, 2))
+        rec.update(estimate=est, ci_low=est - 1.96 * se, ci_high=est + 1.96 * se, valid=bool(rng.random() > 0.1),
+                   p=float(rng.choice([rng.uniform(0, 0.05), rng.uniform(0.05, 1)])))
+        cond = s["models"][m]["conditions"]["concept_learning"]
+        cond["floor"]["above"] = bool(rng.random() > 0.3)
+        cond["uses_examples"]["uses"] = bool(rng.random() > 0.5)
+        line = dict(zip(MODELS, models_table.sentences(s)))[m]
+        v = verdict(rec)
+        assert len(line.split()) <= 60
+        said = line.split(": ", 1)[1]
+        if v == "invalid":
+            assert said.startswith("no valid test"), line
+        elif said.startswith("not above the task floor"):
+            assert not cond["floor"]["above"] and v not in ("more", "less"), line
+        elif v in ("more", "less"):
+            side = "upward" if v == "more" else "downward"
+            assert said.startswith(f"{side} concepts were"), line
+            assert ("prior on the query" in said) == (not cond["uses_examples"]["uses"]), line
+            assert f"OR {models_table.fmt_or(math.exp(est))} [" in said, line
+        else:
+            assert "is not significant at α = .05" in said and "concepts were" not in said, line
