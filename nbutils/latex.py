@@ -19,6 +19,7 @@ import pandas as pd
 
 MAX_COLUMNS = 8  # columns per part, the repeated naming columns included
 LONG_ROWS = 40  # a table of more rows than this breaks across pages (longtable)
+PAGE_LINES = 56  # and so does one whose wrapped rows take more lines of small type than a page holds
 BUDGET = 92  # characters of footnote-size type across a page's text width (6.5 in)
 PACKAGES = ("booktabs", "longtable", "array")  # what a document that \input-s the tables needs
 
@@ -180,7 +181,7 @@ def _tabular(df: pd.DataFrame, formats, caption: str | None, numbers: set = froz
                        if c in wrapped else _cell(v.item() if hasattr(v, "item") else v, formats[c])
                        for c, v in zip(df.columns, r)) + r" \\"
             for r in df.itertuples(index=False, name=None)]
-    long = len(rows) > LONG_ROWS
+    long = len(rows) > LONG_ROWS or _lines(df, spec) > PAGE_LINES  # too tall for one page: it breaks across pages
     env = "longtable" if long else "tabular"
     lines = [f"\\par\\noindent{{\\footnotesize {escape(caption)}}}\\par"] if caption else []
     lines += ["{\\footnotesize", "\\setlength{\\tabcolsep}{3pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}",
@@ -189,6 +190,13 @@ def _tabular(df: pd.DataFrame, formats, caption: str | None, numbers: set = froz
         lines += ["\\endhead", "\\bottomrule", "\\endfoot"]
     lines += rows + ([] if long else ["\\bottomrule"]) + [f"\\end{{{env}}}", "}"]
     return "\n".join(lines)
+
+
+def _lines(df: pd.DataFrame, spec: list[str]) -> int:
+    """About how many lines of small type the table's rows take, a wrapped cell taking as many as its width needs."""
+    widths = {i: float(m[1]) * BUDGET for i, sp in enumerate(spec) if (m := re.search(r"p\{([\d.]+)\\textwidth", sp))}
+    return sum(max([1] + [math.ceil(len(str(row[i])) / max(w, 1)) for i, w in widths.items()])
+               for row in df.itertuples(index=False, name=None))
 
 
 def _breakable(text: str) -> str:

@@ -148,8 +148,7 @@ def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], l
     for c in conds:
         name = CONDITION_NAMES.get(c, c)
         cols += [(f"acc_up_{c}", f"Up % ({name})"), (f"acc_down_{c}", f"Down % ({name})")]
-    where = f" ({CONDITION_NAMES.get(main, main)})" if len(conds) > 1 else ""
-    cols += [("gap", f"Gap, points{where}"), ("or", "OR [95% CI]"), ("p", "p"), ("floor", "Above the floor"),
+    cols += [("gap", "Gap, points"), ("or", "OR [95% CI]"), ("p", "p"), ("floor", "Above the floor"),
              ("examples", "Uses the examples"), ("reading", "Reading")]
     if "pi_low" in t:
         cols.append(("pi", "Gap of a new variant, 95% PI"))
@@ -196,7 +195,7 @@ def legend(summary: dict, alpha: float = ALPHA) -> str:
 def latex(summary: dict, alpha: float = ALPHA) -> str:
     """The table as LaTeX (booktabs; ``\\usepackage{booktabs,longtable}``): one tabular for up to ``PAGE_ROWS``
     models, a longtable that repeats its header beyond; names escaped, the CI in the OR's cell."""
-    from .latex import escape
+    from .latex import _breakable, escape
 
     cols, rows = shown(summary, alpha)
     cols = [(k, h) for k, h in cols if k not in ("floor", "examples")]  # the reading says them; their p: the CSV
@@ -222,7 +221,8 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     head = [" & ".join(top) + r" \\", rules, " & ".join(heads) + r" \\", r"\midrule"]
     long = len(rows) > PAGE_ROWS
     env = "longtable" if long else "tabular"
-    body = [" & ".join(escape(r[k]) for k, _ in cols) + r" \\" for r in rows]
+    body = [" & ".join(_breakable(escape(r[k])) if k == "model" else escape(r[k]) for k, _ in cols) + r" \\"
+            for r in rows]
     size = "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize"  # 10 columns fit a page in small type
     lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", size,
              "\\setlength{\\tabcolsep}{2.5pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}", "\\toprule", *head]

@@ -275,6 +275,7 @@ figcaption { font-size: 0.85em; color: #555; }
 ul.findings { font-size: 15px; margin: 10px 0 6px; padding-left: 1.3em; }
 ul.findings li { margin-bottom: 3px; }
 table.models td.num { text-align: right; white-space: nowrap; }
+table.models td.model { min-width: 13em; }
 table.models th.group { text-align: center; }
 .legend { font-size: 12px; color: #555; margin: 2px 0 10px; }
 .finding figure.wide img { max-height: none; max-width: min(100%, 900px); margin: 0; }
