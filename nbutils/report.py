@@ -84,9 +84,9 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     if method.strip():
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
-    scored = (summary.get("inputs") or {}).get("score_files")
-    models = sorted(Path(n).stem for n in scored) if scored else sorted(
-        {r.get("model") for r in summary.get("records") or [] if r.get("model")})
+    named = (summary.get("design") or {}).get("model_order") or sorted(  # the models' own names, else the files'
+        {str(r["model"]) for r in summary.get("records") or [] if r.get("model")})
+    models = [str(m) for m in named] or sorted(Path(n).stem for n in (summary.get("inputs") or {}).get("score_files") or {})
     words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
            **({k: many[k] for k in ("findings", "table", "wide", "fold")} if many else
