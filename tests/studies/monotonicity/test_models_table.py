@@ -98,6 +98,9 @@ def test_the_models_table_has_a_row_per_model_in_the_sweeps_order(six):
     readings = dict(zip(t["model"], t["reading_concept_learning"]))
     assert readings["At chance"] == "below_floor"
     assert readings["Tiny <b>LM</b> & co"] in ("learned", "prior")
+    text = paths.results_path(run).read_text()
+    assert models_table.MODELS_HEADING in text and r"| Tiny \<b\>LM\</b\> & co | 135M |" in text
+    assert r"| Downward \| better |" in text  # a name's pipe does not split the row
     cols, rows = models_table.shown(summary)
     assert [c for c, _ in cols][:2] == ["model", "parameters"]
     assert rows[0]["parameters"] == "135M" and rows[2]["parameters"] == "1.7B" and rows[3]["parameters"] == ""
@@ -123,6 +126,19 @@ def test_the_forest_plot_has_a_row_per_model(six):
     fig = models_table.forest(summary)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert [x.replace("\n", " ") for x in labels] == list(MODELS)
+    matplotlib.pyplot.close(fig)
+
+
+def test_a_model_without_a_valid_test_is_named_so_in_the_forest_plot(six):
+    import copy
+
+    _, _, summary = six
+    s = copy.deepcopy(summary)
+    for c in ("concept_learning", "explicit"):
+        headline_record(s, "Even model", c)["valid"] = False
+    fig = models_table.forest(s)
+    assert [t.get_text() for t in fig.axes[0].texts].count("no valid test") == 2
+    assert models_table.shown(s)[1][-1]["or"] == "not estimable"
     matplotlib.pyplot.close(fig)
 
 
