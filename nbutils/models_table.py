@@ -60,7 +60,8 @@ def frame(summary: dict, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per model at full precision: ``model``, ``parameters`` and per condition ``acc_up``, ``acc_down``,
     ``gap`` (proportions), ``or``, ``or_ci_low``, ``or_ci_high``, ``p``, ``test``, ``reading``, ``above_floor``,
     ``floor_p``, ``uses_examples``, ``examples_p`` (each column suffixed ``_<condition>``); ``pi_low``/``pi_high`` (the
-    gap a new prompt variant would show, 95% prediction interval) where the run has them."""
+    gap a new prompt variant would show, 95% prediction interval) and ``pi_axis`` (which variants, where several
+    axes vary) where the run has them."""
     rows = []
     for m in models(summary):
         block = model_block(summary, m)
@@ -79,17 +80,23 @@ def frame(summary: dict, alpha: float = ALPHA) -> pd.DataFrame:
                 "examples_p": uses.get("p")}.items()})
         pi = _interval(block)
         if pi:
-            row.update(pi_low=pi.get("pi_low"), pi_high=pi.get("pi_high"))
+            row.update(pi_low=pi.get("pi_low"), pi_high=pi.get("pi_high"),
+                       pi_axis=pi["axis"] if pi["axes"] > 1 or pi["axis"] == "all" else None)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _interval(block: dict) -> dict | None:
-    """The headline condition's prediction interval over every varied axis (``all``), else its only axis."""
+    """The headline condition's 95% prediction interval for a new variant: over the crossed cells (``all``) where it
+    is valid, else the varied axis with the most variants (its name in ``axis``); None without a valid one."""
     per = block.get("prediction_interval") or {}
     cond = per.get(MAIN_CONDITION) or next(iter(per.values()), None) or {}
-    pick = cond.get("all") or (next(iter(cond.values())) if len(cond) == 1 else None)
-    return pick if isinstance(pick, dict) and pick.get("valid") is not False else None
+    valid = {axis: v for axis, v in cond.items() if isinstance(v, dict) and v.get("valid") is not False
+             and _finite(v.get("pi_low")) and _finite(v.get("pi_high"))}
+    if not valid:
+        return None
+    axis = "all" if "all" in valid else max(valid, key=lambda a: (valid[a].get("n_variants") or 0, a))
+    return {**valid[axis], "axis": axis, "axes": len([a for a in cond if a != "all"])}
 
 
 # ---------------------------------------------------------------- as printed
@@ -163,7 +170,8 @@ def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], l
                "floor": _floor_cell(g.get("above_floor"), g.get("floor_p"), alpha),
                "examples": _examples_cell(g.get("uses_examples"), g.get("examples_p"), alpha),
                "reading": SHORT_READINGS.get(g.get("reading"), ""), "_reading": g.get("reading"),
-               "pi": (f"[{100 * r['pi_low']:+.1f}, {100 * r['pi_high']:+.1f}]"
+               "pi": (f"[{100 * r['pi_low']:+.1f}, {100 * r['pi_high']:+.1f}]" + (
+                   f" ({r['pi_axis']})" if isinstance(r.get("pi_axis"), str) else "")
                       if _finite(r.get("pi_low")) and _finite(r.get("pi_high")) else "")}
         for c in conds:
             row[f"acc_up_{c}"], row[f"acc_down_{c}"] = _pct(r.get(f"acc_up_{c}")), _pct(r.get(f"acc_down_{c}"))

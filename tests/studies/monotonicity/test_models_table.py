@@ -243,3 +243,24 @@ def test_the_sentences_follow_their_records_whatever_the_records_say(six):
             assert f"OR {models_table.fmt_or(math.exp(est))} [" in said, line
         else:
             assert "is not significant at α = .05" in said and "concepts were" not in said, line
+
+
+def test_a_run_with_prompt_variants_gets_the_prediction_interval_of_a_new_one(six):
+    """Valid intervals only: the crossed cells' (``all``) where valid, else the axis with the most variants, named
+    where several axes vary; the column appears only where some model has one."""
+    import copy
+
+    _, _, summary = six
+    assert "pi" not in [k for k, _ in models_table.shown(summary)[0]]
+    s = copy.deepcopy(summary)
+    s["models"]["Even model"]["prediction_interval"] = {"concept_learning": {
+        "all": {"pi_low": -0.5, "pi_high": 0.5, "valid": False, "n_variants": 9},
+        "template": {"pi_low": -0.1, "pi_high": 0.2, "valid": True, "n_variants": 4},
+        "phrase": {"pi_low": -0.3, "pi_high": 0.4, "valid": True, "n_variants": 3}}}
+    s["models"]["At chance"]["prediction_interval"] = {"concept_learning": {
+        "template": {"pi_low": 0.05, "pi_high": 0.25, "valid": True, "n_variants": 4}}}
+    cols, rows = models_table.shown(s)
+    assert cols[-1][0] == "pi"
+    by = {r["model"]: r["pi"] for r in rows}
+    assert by["Even model"] == "[-10.0, +20.0] (template)" and by["At chance"] == "[+5.0, +25.0]"
+    assert by["Tiny <b>LM</b> & co"] == ""
