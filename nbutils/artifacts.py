@@ -168,17 +168,18 @@ def write_text(text: str, path: str | Path) -> Path:
     return atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
 
-def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool = False,
+def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool | dict = False,
                 float_format: str = "%.3f") -> list[Path]:
-    """A table as ``stem.csv`` (and ``stem.tex`` for papers), each written atomically; the CSV ``spreadsheet_safe``
-    (``read_table`` reads it back as it was)."""
+    """A table as ``stem.csv`` (and ``stem.tex`` for papers; ``latex`` a dict: the options of ``latex.table``, such
+    as the columns a paper shows), each written atomically; the CSV ``spreadsheet_safe`` (``read_table`` reads it
+    back as it was)."""
     stem = Path(stem)
     safe = spreadsheet_safe(df)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: safe.to_csv(p, index=index))]
     if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.latex)
         from .latex import table
 
-        tex = table(df, float_format=float_format, index=index)
+        tex = table(df, float_format=float_format, index=index, **(latex if isinstance(latex, dict) else {}))
         paths.append(atomic_write(stem.with_suffix(".tex"), lambda p: p.write_text(tex)))
     return paths
 
@@ -330,10 +331,11 @@ class Analysis:
 
 
 def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
-                   float_format: str = "%.3f", replaces: bool = True) -> list[Path]:
+                   float_format: str = "%.3f", replaces: bool = True, tex: dict | None = None) -> list[Path]:
     """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
-    ``latex``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
-    stay in ``a.tables`` for the reader but are not written), each of ``figures`` (name → matplotlib figure) as PNG
+    ``latex``, a dict where some take options of ``latex.table``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
+    stay in ``a.tables`` for the reader but are not written; ``tex``: name → a table's own LaTeX, written as
+    ``tables/<name>.tex`` beside its CSV), each of ``figures`` (name → matplotlib figure) as PNG
     and PDF under ``figures/`` (then closed), ``results.md`` and ``summary.json``. Sets and returns ``a.files``.
 
     The files that say a run's results (``summary.json``, ``results.md``, ``report.html``) are removed first and
@@ -345,11 +347,11 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     tell when they changed or disappeared since. ``records.summary_json`` makes the summary JSON (its
     ``schema_version``, the records as objects). Everything is written under the run's lock."""
     with runlock.hold(run_dir, "writing its analysis"):
-        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces)
+        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces, tex or {})
 
 
 def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str,
-                    replaces: bool) -> list[Path]:
+                    replaces: bool, tex: dict) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from .records import summary_json
@@ -365,7 +367,10 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     files = []
     for name, t in a.tables.items():
         if name not in skip:
-            files += write_table(t, tdir / name, index=name in index, latex=name in latex, float_format=float_format)
+            tex_of = (latex.get(name) or True) if isinstance(latex, dict) and name in latex else name in latex
+            files += write_table(t, tdir / name, index=name in index, latex=tex_of, float_format=float_format)
+    for name, text in tex.items():
+        files.append(write_text(text, tdir / f"{name}.tex"))  # names the study chose, never a model name
     for name, fig in figures.items():
         files += save_figure(fig, fdir / name)
         plt.close(fig)

@@ -19,6 +19,7 @@ import pandas as pd
 
 MAX_COLUMNS = 8  # columns per part, the repeated naming columns included
 LONG_ROWS = 40  # a table of more rows than this breaks across pages (longtable)
+PAGE_LINES = 56  # and so does one whose wrapped rows take more lines of small type than a page holds
 BUDGET = 92  # characters of footnote-size type across a page's text width (6.5 in)
 PACKAGES = ("booktabs", "longtable", "array")  # what a document that \input-s the tables needs
 
@@ -89,38 +90,98 @@ def _numeric(s: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
 
 
-def table(df: pd.DataFrame, float_format: str = "%.3f", index: bool = False, caption: str | None = None) -> str:
-    """The LaTeX of ``df`` (see the module's docstring): one tabular per part of at most ``MAX_COLUMNS`` columns."""
+def table(df: pd.DataFrame, float_format: str = "%.3f", index: bool = False, caption: str | None = None, *,
+          columns: list | None = None, ci: bool = False, decimals: str | None = None, keys: int = 2,
+          max_columns: int = MAX_COLUMNS, formats: dict | None = None) -> str:
+    """The LaTeX of ``df`` (see the module's docstring): one tabular per part of at most ``max_columns`` columns.
+
+    For a paper's table: ``columns`` keeps those columns (the rest stay in the CSV; a comment names them); ``ci``
+    prints an estimate and its 95% CI in one cell (``1.23 [0.45, 2.34]``: ``x`` with ``x_ci_low``/``x_ci_high``,
+    ``estimate`` with ``ci_low``/``ci_high``, ``odds_ratio`` with ``or_ci_low``/``or_ci_high``); ``decimals="auto"``
+    prints each column of numbers with the fewest decimals (up to ``float_format``'s) that show every value whole
+    (``33.3``, never ``33.300``); ``formats``: a column's own format (``%.3g`` for odds ratios); ``keys``: the
+    leading columns of words a part repeats."""
     if index:
         df = df.reset_index()
     df = df.copy()
     if isinstance(df.columns, pd.MultiIndex):
         df.columns = [" ".join(str(c) for c in col if str(c)) for col in df.columns]
+    left: list = []
+    if columns is not None:
+        left = [c for c in df.columns if c not in columns]
+        df = df[[c for c in columns if c in df.columns]]
+    formats = {**_formats(df, float_format, decimals), **(formats or {})}
+    numbers: set = set()
+    if ci:
+        df, numbers = _ci_cells(df, formats)
     cols = list(df.columns)
-    keys = []
-    for c in cols[:2]:  # the naming columns: leading words, repeated in every part
-        if _numeric(df[c]) or len(cols) <= MAX_COLUMNS:
+    keys_ = []
+    for c in cols[:keys]:  # the naming columns: leading words, repeated in every part
+        if _numeric(df[c]) or c in numbers or len(cols) <= max_columns:
             break
-        keys.append(c)
+        keys_.append(c)
+    keys = keys_
     rest = [c for c in cols if c not in keys]
-    width = MAX_COLUMNS - len(keys)
+    width = max_columns - len(keys)
     n_parts = max(1, math.ceil(len(rest) / width))
     size = math.ceil(len(rest) / n_parts) if rest else 0
     parts = [keys + rest[i * size:(i + 1) * size] for i in range(n_parts)]
-    out = [f"% {len(df)} rows; {len(cols)} columns" + (f", in {n_parts} parts of at most {MAX_COLUMNS}" if n_parts > 1
-                                                      else "") + f"; needs \\usepackage{{{','.join(PACKAGES)}}}"]
+    out = [f"% {len(df)} rows; {len(cols)} columns" + (f", in {n_parts} parts of at most {max_columns}" if n_parts > 1
+                                                      else "") + f"; needs \\usepackage{{{','.join(PACKAGES)}}}"
+           + (f"\n% in the CSV only: {', '.join(map(str, left))}" if left else "")]
     for i, part in enumerate(parts):
         note = f"part {i + 1} of {n_parts}" if n_parts > 1 else ""
-        out.append(_tabular(df[part], float_format, "; ".join(x for x in (caption, note) if x) or None))
+        out.append(_tabular(df[part], formats, "; ".join(x for x in (caption, note) if x) or None, numbers))
     return "\n\\medskip\n\n".join(out[1:]).join([out[0] + "\n", "\n"])
 
 
-def _tabular(df: pd.DataFrame, float_format: str, caption: str | None) -> str:
-    spec = _columns(df)
-    head = " & ".join(_stacked(label(c)) for c in df.columns) + r" \\"
-    rows = [" & ".join(_cell(v.item() if hasattr(v, "item") else v, float_format) for v in r) + r" \\"
+def _formats(df: pd.DataFrame, float_format: str, decimals: str | None) -> dict:
+    """Each column's number format: ``float_format``, or (``decimals="auto"``) the fewest decimals up to its own that
+    print every value of the column whole."""
+    out = {c: float_format for c in df.columns}
+    most = re.fullmatch(r"%\.(\d+)f", float_format)
+    if decimals != "auto" or not most:
+        return out
+    for c in df.columns:
+        if _numeric(df[c]) and not pd.api.types.is_integer_dtype(df[c]):
+            v = df[c].dropna().astype(float)
+            v = v[v.map(math.isfinite)]
+            d = next((d for d in range(int(most[1]) + 1) if ((v - v.round(d)).abs() < 1e-9).all()), int(most[1]))
+            out[c] = f"%.{max(d, 1)}f"
+    return out
+
+
+_CI_PAIRS = {"estimate": ("ci_low", "ci_high"), "accuracy": ("ci_low", "ci_high"),
+             "odds_ratio": ("or_ci_low", "or_ci_high")}
+
+
+def _ci_cells(df: pd.DataFrame, formats: dict) -> tuple[pd.DataFrame, set]:
+    """An estimate and its CI bounds as one cell, ``x [low, high]`` (the bounds' columns dropped), named by the
+    estimate's column; the set of such columns (numbers, though written as text)."""
+    df = df.copy()
+    merged = set()
+    for c in list(df.columns):
+        low, high = _CI_PAIRS.get(c, (f"{c}_ci_low", f"{c}_ci_high"))
+        if low in df.columns and high in df.columns and _numeric(df[c]):
+            f = formats[c]
+            df[c] = [_cell(x, f) + (f" [{_cell(lo, f)}, {_cell(hi, f)}]" if all(
+                isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi)) else "")
+                for x, lo, hi in zip(df[c], df[low], df[high])]
+            df = df.drop(columns=[low, high])
+            merged.add(c)
+    return df, merged
+
+
+def _tabular(df: pd.DataFrame, formats, caption: str | None, numbers: set = frozenset()) -> str:
+    formats = formats if isinstance(formats, dict) else {c: formats for c in df.columns}
+    spec = _columns(df, numbers)
+    head = " & ".join(_stacked(label(c) + (" [95\\% CI]" if c in numbers else "")) for c in df.columns) + r" \\"
+    wrapped = {c for c, s in zip(df.columns, spec) if s.startswith(">")}
+    rows = [" & ".join(v if c in numbers else _breakable(_cell(v.item() if hasattr(v, "item") else v, formats[c]))
+                       if c in wrapped else _cell(v.item() if hasattr(v, "item") else v, formats[c])
+                       for c, v in zip(df.columns, r)) + r" \\"
             for r in df.itertuples(index=False, name=None)]
-    long = len(rows) > LONG_ROWS
+    long = len(rows) > LONG_ROWS or _lines(df, spec) > PAGE_LINES  # too tall for one page: it breaks across pages
     env = "longtable" if long else "tabular"
     lines = [f"\\par\\noindent{{\\footnotesize {escape(caption)}}}\\par"] if caption else []
     lines += ["{\\footnotesize", "\\setlength{\\tabcolsep}{3pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}",
@@ -131,7 +192,19 @@ def _tabular(df: pd.DataFrame, float_format: str, caption: str | None) -> str:
     return "\n".join(lines)
 
 
-def _columns(df: pd.DataFrame) -> list[str]:
+def _lines(df: pd.DataFrame, spec: list[str]) -> int:
+    """About how many lines of small type the table's rows take, a wrapped cell taking as many as its width needs."""
+    widths = {i: float(m[1]) * BUDGET for i, sp in enumerate(spec) if (m := re.search(r"p\{([\d.]+)\\textwidth", sp))}
+    return sum(max([1] + [math.ceil(len(str(row[i])) / max(w, 1)) for i, w in widths.items()])
+               for row in df.itertuples(index=False, name=None))
+
+
+def _breakable(text: str) -> str:
+    """A wrapped cell's text that may also break after a dot, colon, slash or hyphen (a long name without spaces)."""
+    return re.sub(r"(?<=[A-Za-z0-9])([.:/-])(?=[A-Za-z0-9])", r"\1\\allowbreak{}", text)
+
+
+def _columns(df: pd.DataFrame, numbers: set = frozenset()) -> list[str]:
     """Each column's alignment: numbers right, words left; the widest text columns wrap in a fixed width until the
     table fits the text width (about ``BUDGET`` characters of the small type, less the space between columns)."""
     width = {c: max([len(str(v)) if isinstance(v, str) else len(_cell(v, "%.3f")) for v in df[c]]
@@ -139,12 +212,12 @@ def _columns(df: pd.DataFrame) -> list[str]:
     wrap: dict = {}
     budget = BUDGET - 1.5 * df.shape[1]
     while sum(width.values()) > budget:
-        text = [c for c in df.columns if not _numeric(df[c]) and c not in wrap and width[c] > 10]
+        text = [c for c in df.columns if not _numeric(df[c]) and c not in numbers and c not in wrap and width[c] > 10]
         if not text:
             break
         c = max(text, key=width.get)
         width[c] = wrap[c] = max(10, width[c] - (sum(width.values()) - budget))
-    return ["r" if _numeric(df[c]) else f">{{\\raggedright\\arraybackslash}}p{{{wrap[c] / BUDGET:.2f}\\textwidth}}"
+    return ["r" if _numeric(df[c]) or c in numbers else f">{{\\raggedright\\arraybackslash}}p{{{wrap[c] / BUDGET:.2f}\\textwidth}}"
             if c in wrap else "l" for c in df.columns]
 
 
@@ -158,4 +231,5 @@ def _stacked(head: str) -> str:
     top, bottom = " ".join(words[:cut]), " ".join(words[cut:])
     if top.count("$") % 2:  # never break inside a formula
         return head
-    return f"\\begin{{tabular}}[b]{{@{{}}c@{{}}}}{top}\\\\{bottom}\\end{{tabular}}"
+    gap = "{}" if bottom.startswith("[") else ""  # ``\\[`` would read the bracket as a length
+    return f"\\begin{{tabular}}[b]{{@{{}}c@{{}}}}{top}\\\\{gap}{bottom}\\end{{tabular}}"

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, freshness, paths, runlock, studies
+from . import artifacts, freshness, paths, report_models, runlock, studies
 from markupsafe import Markup
 
 from .headline import table_rows
@@ -79,21 +79,22 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
         (warn or (lambda _: None))(line)
     question, method = _title_parts(title_cell)
     sections = _sections(cells)
-    figure, caption = _figure_one(sections)
+    many = report_models.top(run, summary)  # several models: a sentence each, their table, the forest plot
+    figure, caption = (many["figure"], many["caption"]) if many else _figure_one(sections)
     if method.strip():
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
-    scored = (summary.get("inputs") or {}).get("score_files")
-    named = {slug: label for label, slug in (summary.get("labels") or {}).items()}  # the title names models by label
-    models = sorted(named.get(Path(n).stem, Path(n).stem) for n in scored) if scored else sorted(
-        {r.get("model") for r in summary.get("records") or [] if r.get("model")})
-    words = paths.results_path(run).read_text(encoding="utf-8")
-    top = {"question": question, "table": headline_table(table_rows(summary)), "figure": figure, "caption": caption,
-           "words": cell_html(nbformat_markdown(words))}
+    named = (summary.get("design") or {}).get("model_order") or sorted(  # the models' own names, else the files'
+        {str(r["model"]) for r in summary.get("records") or [] if r.get("model")})
+    models = [str(m) for m in named] or sorted(Path(n).stem for n in (summary.get("inputs") or {}).get("score_files") or {})
+    words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
+    top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
+           **({k: many[k] for k in ("findings", "table", "wide", "fold")} if many else
+              {"table": headline_table(table_rows(summary))})}
     anchors = [(f"s{i}", s["title"]) for i, s in enumerate(sections)]
     items = _items_section(run, record.name, summary)
     toc = anchors + ([("items", "Items")] if items else [])
-    title = f"{record.name}: {', '.join(models) or 'no model'} · run {run.name}"
+    title = f"{record.name}: {', '.join(models) if len(models) < 3 else f'{len(models)} models'} · run {run.name}"
     html = page(title, top, _about(run, record.name, nb, summary), alerts, toc,
                 [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)], items)
     html = freshness.stamp(html, freshness.inputs(run, executed))  # what `runs` and a re-run compare with
@@ -190,7 +191,6 @@ def _items_section(run: Path, study: str, summary: dict):
     ``ALL_ITEMS`` items, the most confident errors and the closest calls (a sentence study: the least and the most
     likely sentences). A run whose items cannot be read gets a line saying why instead."""
     from . import items as it
-    from markupsafe import Markup
 
     try:
         df = it.items(run, study=study)

@@ -10,13 +10,13 @@ cells and headers wrap, and a table of many columns is split into parts that rep
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 import re
 from copy import copy
 
 from markupsafe import Markup
+
+from .report_items import _ITEMS_CSS, ITEMS_SCRIPT, SCRIPT_HASH, items_html  # noqa: F401 - the item browser
 
 FOLD_ROWS = 8  # a table of more rows than this is folded away (a click opens it)
 FOLD_CHARS = 2500  # and so is a table of fewer rows holding more text than this (long notes)
@@ -196,10 +196,14 @@ _TEMPLATE = """<!DOCTYPE html>
  · <strong>score files</strong> {{ about.score_files }}{% if about.ran %} · <strong>analysed</strong> {{ about.ran }}
 {%- endif %}</p>
 <section class="finding" id="finding">
-{{ top.table }}
-<div class="finding-grid"><div class="words">{{ top.words }}</div>
+{% if top.findings %}<ul class="findings">{% for line in top.findings %}<li>{{ line }}</li>{% endfor %}</ul>
+{% endif %}{{ top.table }}
+{% if top.wide %}{% if top.figure %}<figure class="wide">{{ top.figure }}<figcaption>{{ top.caption }}</figcaption>
+</figure>{% endif %}<details class="words"><summary>{{ top.fold }}</summary><div class="words">{{ top.words }}</div>
+</details>
+{% else %}<div class="finding-grid"><div class="words">{{ top.words }}</div>
 {% if top.figure %}<figure>{{ top.figure }}<figcaption>{{ top.caption }}</figcaption></figure>{% endif %}</div>
-</section>
+{% endif %}</section>
 {% if toc %}<nav class="toc" aria-label="contents"><h2>Contents</h2><ol>
 {%- for id, name in toc %}<li><a href="#{{ id }}">{{ name }}</a></li>{% endfor %}</ol></nav>
 {% endif %}{% for id, part in sections %}<section class="part" id="{{ id }}">{{ part }}</section>
@@ -220,102 +224,11 @@ def page(title: str, top: dict, about: dict, alerts: list[str], toc: list, secti
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     csp = CSP.format(script=f"'{SCRIPT_HASH}'" if items else "'none'")
-    top = {"question": "", "table": Markup(""), "words": Markup(""), "figure": Markup(""), "caption": "", **top}
+    top = {"question": "", "table": Markup(""), "words": Markup(""), "figure": Markup(""), "caption": "",
+           "findings": [], "wide": False, "fold": "", **top}
     return env.from_string(_TEMPLATE).render(csp=csp, title=title, css=Markup(_CSS + _ITEMS_CSS), top=top,
                                              about=about, alerts=alerts, toc=toc, sections=sections, items=items,
                                              script=Markup(ITEMS_SCRIPT))
-
-
-_ITEMS = """<section class="items" id="items">
-<h2>Items</h2>
-<p>{{ intro }}</p>{% for line in notes %}
-<p class="note">{{ line }}</p>{% endfor %}
-<p><input type="search" placeholder="filter: words every shown row contains" aria-label="filter the items" hidden>
-<span class="count">{{ rows|length }} items</span></p>
-<details class="items"><summary>{{ rows|length }} items: show them</summary>
-<table class="items"><thead><tr>{% for h in head %}<th>{% if h.kind %}<button type="button"
- data-col="{{ loop.index0 }}" data-kind="{{ h.kind }}">{{ h.name }}</button>{% else %}{{ h.name }}{% endif %}</th>
-{%- endfor %}</tr></thead>
-<tbody>{% for r in rows %}
-<tr>{% for c in r.cells %}<td{% if c.v is not none %} data-v="{{ c.v }}"{% endif %}>{{ c.text }}</td>{% endfor -%}
-<td class="q"><details><summary>{{ r.gist }}</summary><p class="id">{{ r.id }}</p><pre>{{ r.text }}</pre></details>
-</td></tr>
-{%- endfor %}
-</tbody></table></details>
-</section>"""
-
-
-def items_html(df, intro: str, notes: list[str]) -> Markup:
-    """The item browser: one row per item (``nbutils.items``), each opening its whole prompt; a filter box and sortable
-    columns, made to work by ``ITEMS_SCRIPT``. Every text is escaped by the template."""
-    import jinja2
-    import pandas as pd
-
-    several = df["model"].nunique() > 1
-    design = list(df.attrs.get("table_design", []))
-    choices = "margin" in df.columns
-    outcome = [("gold", "text"), ("choice", "text"), ("correct", "text"), ("margin", "num"), ("|margin|", "num")] \
-        if choices else [("ppl", "num"), ("mean_logprob", "num"), ("sum_logprob", "num")]
-    head = [{"name": n, "kind": "text"} for n in (["model"] if several else []) + design]
-    head += [{"name": n, "kind": k} for n, k in outcome]
-    head += [{"name": "question" if choices else "sentence", "kind": None}]
-
-    def cell(name, r):
-        if name == "correct":
-            return {"text": "" if pd.isna(r["correct"]) else "✓" if r["correct"] else "✗", "v": None}
-        if name in ("margin", "|margin|"):
-            x = abs(r["margin"]) if name == "|margin|" else r["margin"]
-            return {"text": "" if pd.isna(x) else f"{x:+.3f}" if name == "margin" else f"{x:.3f}",
-                    "v": "" if pd.isna(x) else repr(float(x))}
-        if name in ("ppl", "mean_logprob", "sum_logprob"):
-            return {"text": f"{r[name]:.3f}" if name != "ppl" else f"{r[name]:.1f}", "v": repr(float(r[name]))}
-        return {"text": str(r[name]), "v": None}
-
-    names = [h["name"] for h in head[:-1]]
-    id_col = df.attrs.get("id_column", df.columns[1])
-    rows = [{"cells": [cell(n, r) for n in names], "gist": r["gist"], "text": r["text"], "id": f"{id_col} {r[id_col]}"}
-            for _, r in df.iterrows()]
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return Markup(env.from_string(_ITEMS).render(intro=intro, notes=notes, head=head, rows=rows))
-
-
-# The item browser's script: a filter over each row's text (the whole prompt included) and sorting by a column. It
-# reads text and data attributes and moves rows; it never writes HTML.
-ITEMS_SCRIPT = """
-(() => {
-  const box = document.getElementById("items");
-  if (!box) return;
-  const table = box.querySelector("table.items"), body = table.tBodies[0], rows = Array.from(body.rows);
-  const filter = box.querySelector("input"), count = box.querySelector(".count");
-  const texts = rows.map((r) => r.textContent.toLowerCase());
-  filter.hidden = false;
-  const show = () => {
-    const terms = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
-    let n = 0;
-    rows.forEach((r, i) => { const ok = terms.every((t) => texts[i].includes(t)); r.hidden = !ok; n += ok; });
-    count.textContent = n + " of " + rows.length + " items";
-  };
-  let timer;
-  filter.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(show, 120); });
-  show();
-  const heads = Array.from(table.tHead.rows[0].cells);
-  table.querySelectorAll("th button").forEach((b) => b.addEventListener("click", () => {
-    const col = Number(b.dataset.col), num = b.dataset.kind === "num", th = heads[col];
-    const up = th.getAttribute("aria-sort") !== "ascending";
-    const key = (r) => (num ? parseFloat(r.cells[col].dataset.v) : r.cells[col].textContent);
-    const order = rows.map((r, i) => [key(r), i]).sort((a, z) => {
-      let d;
-      if (num) d = (isNaN(a[0]) - isNaN(z[0])) || (isNaN(a[0]) ? 0 : (up ? a[0] - z[0] : z[0] - a[0]));
-      else d = (up ? 1 : -1) * a[0].localeCompare(z[0], undefined, {numeric: true});
-      return d || a[1] - z[1];
-    });
-    heads.forEach((h) => h.removeAttribute("aria-sort"));
-    th.setAttribute("aria-sort", up ? "ascending" : "descending");
-    body.append(...order.map((o) => rows[o[1]]));
-  }));
-})();
-"""
-SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(ITEMS_SCRIPT.encode()).digest()).decode()
 
 
 _CSS = """
@@ -359,24 +272,21 @@ table.headline tr.evidence td { font-weight: 600; }
 .finding figure { margin: 0; }
 .finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
 figcaption { font-size: 0.85em; color: #555; }
+ul.findings { font-size: 15px; margin: 10px 0 6px; padding-left: 1.3em; }
+ul.findings li { margin-bottom: 3px; }
+table.models td.num { text-align: right; white-space: nowrap; }
+table.models td.model { min-width: 13em; }
+table.models th.group { text-align: center; }
+.legend { font-size: 12px; color: #555; margin: 2px 0 10px; }
+.finding figure.wide img { max-height: none; max-width: min(100%, 900px); margin: 0; }
+table.models td.floor, table.models td.examples { white-space: nowrap; }
+details.words > summary { cursor: pointer; color: #0969da; margin: 8px 0; }
+section.part img { max-height: none; }
 .toc ol { columns: 2; margin: 0; }
 details.table > summary, details.items > summary, details.prose > summary { cursor: pointer; color: #0969da;
                                                                             margin: 6px 0; }
 @media print { body { font-size: 13px; } .finding-grid { grid-template-columns: minmax(0, 1fr) minmax(0, 300px); }
-               section.items { display: none; } img { max-height: 420px; width: auto; }
+               section.items { display: none; } img, section.part img { max-height: 420px; width: auto; }
                section.part, .finding { break-inside: auto; } }
 @media screen and (max-width: 760px) { .finding-grid { grid-template-columns: 1fr; } }
-"""
-_ITEMS_CSS = """
-.items input { width: 28em; max-width: 100%; font: inherit; padding: 3px 6px; margin-right: 1em; }
-.items .count, .items .note { color: #555; }
-table.items th button { font: inherit; font-weight: 600; border: 0; background: none; padding: 0; cursor: pointer; }
-table.items th[aria-sort="ascending"] button::after { content: " ▲"; }
-table.items th[aria-sort="descending"] button::after { content: " ▼"; }
-table.items th, table.items td { text-align: left; white-space: nowrap; }
-table.items td[data-v] { text-align: right; }
-table.items td.q { white-space: normal; min-width: 24em; max-width: 48em; }
-table.items summary { cursor: pointer; }
-table.items .id { margin: 4px 0 0; color: #555; font-size: 0.95em; }
-table.items pre { margin: 4px 0; max-height: 28em; overflow: auto; }
 """

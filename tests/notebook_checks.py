@@ -91,7 +91,7 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f") -> pd.D
 
 def assert_tables_compile(run: str | Path) -> list[str]:
     """Every ``tables/*.tex`` of a run compiles with pdflatex in a plain article (the packages ``nbutils.latex``
-    names) and fits the page: no line more than 2 pt too wide. Returns the tables' names. Skips without pdflatex."""
+    names) and fits the page: no line more than 2 pt too wide, nothing taller than a page that does not break. Returns the tables' names. Skips without pdflatex."""
     import re
     import shutil
     import subprocess
@@ -117,6 +117,7 @@ def assert_tables_compile(run: str | Path) -> list[str]:
             assert done.returncode == 0, f"{tex.name} does not compile: {log[-1500:]}"
             wide = [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)]
             assert max(wide, default=0) <= 2, f"{tex.name} is {max(wide)} pt wider than the page"
+            assert "Overfull \\vbox" not in log, f"{tex.name} is taller than a page and does not break across pages"
     return [t.stem for t in tables]
 
 

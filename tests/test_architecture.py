@@ -37,7 +37,8 @@ BANDS: dict[str, tuple[str, ...]] = {
     # a notebook cell's scoring call: the score notebook's settings, loading and scorer, without a run directory
     "probe": ("nbutils.probe",),
     "sweep": ("nbutils.sweep",),
-    "report": ("nbutils.report", "nbutils.report_html", "nbutils.report_live", "nbutils.items", "nbutils.run_index"),
+    "report": ("nbutils.report", "nbutils.report_html", "nbutils.report_live", "nbutils.report_models",
+               "nbutils.report_items", "nbutils.items", "nbutils.run_index"),
     "samples": ("nbutils.samples",),
     "cluster": ("nbutils.cluster",),
     "executors": ("nbutils.executors", "nbutils.scheduler"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, precision
+from ... import analysis_run, artifacts, models_table, paths, precision
 from ...runstore import check_int
 from ..common import model_comparison, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats
@@ -16,11 +16,12 @@ Analysis = artifacts.Analysis
 
 
 def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int | None = None,
-            use_r: bool = True, order: list[str] | None = None) -> Analysis:
+            use_r: bool = True, order: list[str] | None = None, parameters: dict | None = None) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
     number of examples when it is smaller. With several models, each is compared with the first of ``order`` (default:
-    the order of the frame) on the prompts both scored. ``analyze_run`` checks the parameters (``check``)."""
+    the order of the frame) on the prompts both scored. ``parameters``: each model's number of parameters, where
+    known (the models table prints it). ``analyze_run`` checks the parameters (``check``)."""
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
@@ -58,6 +59,9 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
+    for m, n in (parameters or {}).items():
+        if m in a.summary["models"] and n:
+            a.summary["models"][m]["n_parameters"] = int(n)
     a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
                             + prediction.records(a.tables["prediction"])
@@ -72,6 +76,8 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: in
     d["n_prompts"] = {m: d["n_prompts"][m] for m in models if m in d["n_prompts"]}
     a.summary["design"]["not_compared"] = unpaired  # models that share no prompt with the reference, in words
     a.summary["_notes"] = a.notes
+    if models_table.applies(a.summary):  # the models side by side (tables/models.csv and .tex, results.md)
+        a.tables["models"] = models_table.frame(a.summary)
     a.text = results.results_text(a.summary)
     return a
 
@@ -127,8 +133,24 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             figs["specification_curve"] = prediction.curve(spec, a.tables["prediction"], varied)
     if not a.tables["rules"].empty:
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
-    return artifacts.write_analysis(a, run_dir, figs, latex=("appendix_b", "gap_pooled", "accuracy", "mixed_model"),
-                                    index=("appendix_b",))
+    several = "models" in a.tables and len(a.tables["models"]) > 1
+    if several:
+        figs["forest_models"] = models_table.forest(a.summary)
+    return artifacts.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
+                                    tex={"models": models_table.latex(a.summary)} if "models" in a.tables else {})
+
+
+# the tables written as LaTeX too, each as a paper shows it (``latex.table``'s options): the CSV keeps every column
+PAPER_TABLES = {
+    "appendix_b": {"decimals": "auto", "keys": 4, "max_columns": 10},  # percentages as 33.3, thresholds together
+    "gap_pooled": {"columns": ["model", "condition", "acc_up", "acc_down", "gap", "gap_ci_low", "gap_ci_high", "or_mh",
+                               "or_mh_ci_low", "or_mh_ci_high", "p_cmh", "p_signflip"], "ci": True,
+                   "formats": {"or_mh": "%.3g"}},
+    "accuracy": {"columns": ["model", "condition", "concept", "n", "n_correct", "accuracy", "ci_low", "ci_high",
+                             "p_binom", "p_holm"], "ci": True},
+    "mixed_model": {"columns": ["model", "test", "condition", "term", "odds_ratio", "or_ci_low", "or_ci_high", "p",
+                                "n", "valid"], "ci": True, "formats": {"odds_ratio": "%.3g"}},
+}
 
 
 def check(params: dict) -> None:
@@ -143,7 +165,24 @@ def check(params: dict) -> None:
 def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Analysis:
     order = model_comparison.scored_order(run_dir, scores["model"].unique(), scores.attrs.get("slugs")) \
         if len(scores) else None
-    return compute(scores, order=order, **params)
+    return compute(scores, order=order, parameters=parameters(run_dir, scores), **params)
+
+
+def parameters(run_dir, scores: pd.DataFrame) -> dict:
+    """Each model's number of parameters as its score file's sidecar recorded it (``n_parameters``); the file is
+    found by its slug (the ``slug`` column where the frame has one, else the model's own column), never by parsing
+    a name."""
+    key = "slug" if "slug" in scores.columns else "model"
+    names = dict(zip(scores[key].astype(str), scores["model"])) if len(scores) else {}
+    out = {}
+    for side in paths.score_sidecars(run_dir):
+        try:
+            n = artifacts.read_json(side).get("n_parameters")
+        except ValueError:
+            continue
+        if side.stem in names and isinstance(n, int) and not isinstance(n, bool):
+            out[names[side.stem]] = n
+    return out
 
 
 STEPS = analysis_run.Steps(

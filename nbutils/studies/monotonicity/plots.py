@@ -1,6 +1,9 @@
 """Figures of the monotonicity study (matplotlib), drawn from the tables in ``stats`` and ``common.rules``."""
 from __future__ import annotations
 
+import math
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -22,18 +25,21 @@ def _chance(ax, y: float = 50, label: str = "chance (50%)") -> None:
 
 
 def _title(model: str, condition: str, extra: str = "") -> str:
-    return f"{model}\n{condition.replace('_', ' ')}" + (f" · {extra}" if extra else "")
+    name = textwrap.shorten(str(model), 60, placeholder="…").replace("$", r"\$")
+    return f"{name}\n{condition.replace('_', ' ')}" + (f" · {extra}" if extra else "")
 
 
 def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
-    """Figure-1 style: columns models, rows conditions, x thresholds, accuracy ± 95% Wilson CI, hue monotonicity,
-    chance at 50%."""
+    """Figure-1 style: columns models, rows conditions (more than two models: a row per model, a column per
+    condition, so that a page shows each panel at a readable size), x thresholds, accuracy ± 95% Wilson CI, hue
+    monotonicity, chance at 50%."""
     models, conditions = list(acc["model"].unique()), list(acc["condition"].unique())
-    fig, axes = plt.subplots(len(conditions), len(models), figsize=(4.2 * len(models) + 0.5, 3.2 * len(conditions)),
-                             squeeze=False, sharey=True)
+    tall = len(models) > 2
+    shape = (len(models), len(conditions)) if tall else (len(conditions), len(models))
+    fig, axes = plt.subplots(*shape, figsize=(4.2 * shape[1] + 0.5, 3.2 * shape[0]), squeeze=False, sharey=True)
     for r, cond in enumerate(conditions):
         for c, model in enumerate(models):
-            ax = axes[r][c]
+            ax = axes[c][r] if tall else axes[r][c]
             d = acc[(acc.model == model) & (acc.condition == cond)].copy()
             order = sorted(d["threshold"].unique(), key=threshold_value)
             pos = {t: i for i, t in enumerate(order)}
@@ -47,7 +53,7 @@ def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
             ax.set_ylim(0, 100)
             ax.set_title(_title(model, cond), fontsize=9)
             ax.set_xlabel("threshold p")
-            if c == 0:
+            if (r if tall else c) == 0:
                 ax.set_ylabel("accuracy (%, 95% Wilson CI)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 0.0), frameon=False, fontsize=8)
@@ -126,11 +132,14 @@ def difficulty_curves(diff: pd.DataFrame, min_n: int = MIN_BIN_N) -> plt.Figure:
     condition; bins with fewer than ``min_n`` prompts are hollow."""
     families = [f for f in ("proportional", "cardinal") if (diff["family"] == f).any()]
     rows = list(diff[["model", "condition"]].drop_duplicates().itertuples(index=False, name=None))
-    fig, axes = plt.subplots(len(rows), len(families), figsize=(3.7 * len(families) + 0.4, 3.0 * len(rows) + 0.4),
-                             squeeze=False, sharey=True)
+    wrap = 2 if len(families) == 1 and len(rows) > 1 else 1  # one distance kind: two model × condition panels a row
+    fig, axes = plt.subplots(math.ceil(len(rows) / wrap), len(families) * wrap, squeeze=False, sharey=True,
+                             figsize=(3.7 * len(families) * wrap + 0.4, 3.0 * math.ceil(len(rows) / wrap) + 0.4))
+    for ax in axes.flat[len(rows) * len(families):]:
+        ax.set_visible(False)
     for r, (model, cond) in enumerate(rows):
         for c, family in enumerate(families):
-            ax = axes[r][c]
+            ax = axes[r // wrap][(r % wrap) * len(families) + c]
             d = diff[(diff.model == model) & (diff.condition == cond) & (diff.family == family)]
             span = d["distance_mid"].max() if len(d) else 1.0
             by_mono = sorted(d.sort_values("distance_mid").groupby("monotonicity"), key=lambda kv: kv[0] != "upward")
@@ -155,7 +164,7 @@ def difficulty_curves(diff: pd.DataFrame, min_n: int = MIN_BIN_N) -> plt.Figure:
             ax.set_yticks(range(0, 101, 20))
             ax.set_title(_title(model, cond, family), fontsize=9)
             ax.set_xlabel(label, fontsize=8)
-            if c == 0:
+            if c == 0 and r % wrap == 0:
                 ax.set_ylabel("accuracy (%, 95% Wilson CI)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], marker="o", ls="none", markerfacecolor="white", markeredgecolor="grey"))
@@ -182,7 +191,7 @@ def shown_rules(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_GRI
 
 def rule_agreement(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_GRID_RULES) -> plt.Figure:
     """Heatmap of agreement with the rules that matter (see ``shown_rules``) per concept, one panel per model ×
-    condition stacked vertically; rules are rows and concepts columns, or the other way round when there are more
+    condition stacked vertically (more than two: two a row); rules are rows and concepts columns, or the other way round when there are more
     concepts than rules (so the figure grows downwards, not sideways); each concept's best rule is outlined; every
     rule is in tables/rules.csv."""
     from matplotlib.patches import Rectangle
@@ -195,16 +204,20 @@ def rule_agreement(rules: pd.DataFrame, best: pd.DataFrame, max_grid: int = MAX_
     flip = len(concepts) > len(order)  # concepts as rows
     n_rows, n_cols = (len(concepts), len(order)) if flip else (len(order), len(concepts))
     panels = list(rules[["model", "condition"]].drop_duplicates().itertuples(index=False, name=None))
-    fig, axes = plt.subplots(len(panels), 1, squeeze=False,
-                             figsize=(0.32 * n_cols + 3.4, (0.21 * n_rows + 0.7) * len(panels) + 1.2 + 0.5 * flip))
+    wrap = 2 if len(panels) > 2 else 1  # more than two panels: two a row, so that a page shows each readably
+    rows_ = math.ceil(len(panels) / wrap)
+    fig, axes = plt.subplots(rows_, wrap, squeeze=False,
+                             figsize=((0.32 * n_cols + 3.4) * wrap, (0.21 * n_rows + 0.7) * rows_ + 1.2 + 0.5 * flip))
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     for i, (model, cond) in enumerate(panels):
-        ax = axes[i][0]
+        ax = axes[i // wrap][i % wrap]
         d = rules[(rules.model == model) & (rules.condition == cond)]
         grid = d.pivot_table(index="rule", columns="concept", values="agreement", aggfunc="first")
         grid = grid.reindex(index=order, columns=concepts)
         if flip:
             grid = grid.T
-        last = i == len(panels) - 1
+        last = i >= len(panels) - wrap
         sns.heatmap(100 * grid, ax=ax, vmin=0, vmax=100, center=50, cmap="RdBu_r",
                     cbar_kws={"label": "agreement with the\nmodel's answers (%)", "shrink": 0.8},
                     yticklabels=True, xticklabels=last or flip)

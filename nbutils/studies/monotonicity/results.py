@@ -1,6 +1,7 @@
 """The monotonicity (concept learning) study's results in words, from its ``summary.json``."""
 from __future__ import annotations
 
+from ... import models_table
 from ...headline import fit_caveats, power_sentence
 from ...readings import reading
 from ...records import model_block
@@ -82,6 +83,9 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
     lines += prediction.sentences(summary)  # the gap a prompt nobody tried would show
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
-    return paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
+    text = paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
                      caveats)
+    if models_table.applies(summary) and len(models_table.models(summary)) > 1:  # the models side by side
+        text = text.rstrip("\n") + "\n\n" + models_table.markdown(summary, alpha) + "\n"
+    return text
 
