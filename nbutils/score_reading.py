@@ -65,10 +65,11 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
         rows.append({"file": str(side.relative_to(paths.scores_dir(run_dir))), "model": side.stem, "status": status,
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
+                     "adapter_scale": meta.get("adapter_scale") if meta.get("adapter_scale") is not None else 1.0,
                      "precision": precision.precision_label(meta),
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
     return pd.DataFrame(rows, columns=["file", "model", "status", "limit", "n_done", "n_planned", "model_id", "adapter",
-                                       "precision", "limit_seed", "why"])
+                                       "adapter_scale", "precision", "limit_seed", "why"])
 
 
 def derived_problem(scores: pd.DataFrame, data: pd.DataFrame, spec: DatasetSpec) -> str | None:
@@ -154,8 +155,9 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
                          + (f" (excluded: {listed})" if len(inv) else "") + "; " + _no_scores_fix(inv, include_limited))
     out = pd.concat(frames, ignore_index=True)
     out.attrs["excluded"] = inv[~inv["status"].isin(usable)].to_dict("records")
-    out.attrs["precision"] = {r.model: {"model": paths.score_slug(r.model_id, adapter=r.adapter if isinstance(
-                                            r.adapter, str) else None) if r.model_id else r.model,
+    out.attrs["precision"] = {r.model: {"model": paths.score_slug(  # an adapter at another strength is another model
+                                            r.model_id, adapter=r.adapter if isinstance(r.adapter, str) else None,
+                                            adapter_scale=r.adapter_scale) if r.model_id else r.model,
                                         "precision": r.precision} for r in used}
     sizes = {f.loc[0, "model"]: len(f) for f in frames}
     if len(set(sizes.values())) > 1:

@@ -218,3 +218,17 @@ def test_adapter_scale_without_an_adapter_is_refused_by_name(tiny_model_dir):
     with pytest.raises(ValueError, match=r"^adapter_scale: 0.5 scales a LoRA adapter, and this model has none"):
         ScoreSettings(model=str(tiny_model_dir), adapter_scale=0.5)
     assert ScoreSettings(model=str(tiny_model_dir), adapter_scale=1).slug == paths.score_slug(str(tiny_model_dir))
+
+
+def test_one_adapter_at_two_strengths_is_two_models_in_the_analysis(tmp_path, tiny_run, adapted, tiny_model_dir,
+                                                                    adapter_dir):
+    run = fresh_run(tmp_path, tiny_run)
+    half = load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=None, adapter=str(adapter_dir),
+                      adapter_scale=0.5)
+    scoring.score_run(run, adapted, SPEC, progress=False)
+    _, meta = scoring.score_run(run, half, SPEC, progress=False)
+    assert meta["adapter_scale"] == 0.5 and meta["settings"]["adapter_scale"] == 0.5
+    scores = runstore.load_scores(run, SPEC)
+    main, variants, notes = runstore.split_precisions(scores)
+    assert sorted(main["model"].unique()) == sorted([adapted.settings.slug, half.settings.slug])
+    assert variants is None and not notes, "not one model at two precisions"
