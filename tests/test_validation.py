@@ -9,9 +9,11 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
+from nbutils import artifacts, paths
 from nbutils.studies.monotonicity import validation
 
 DOSES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -87,8 +89,6 @@ def test_the_words_say_the_records(seed):
 
 
 def test_the_arms_are_read_from_the_score_files_sidecars(tmp_path):
-    from nbutils import artifacts, paths
-
     run = tmp_path / "seed-31"
     (paths.scores_dir(run)).mkdir(parents=True)
     for stem, meta in (("m.control", {"adapter": "adapters/smollm2-135m-upward-control", "adapter_scale": None}),
@@ -101,3 +101,36 @@ def test_the_arms_are_read_from_the_score_files_sidecars(tmp_path):
                    "m.decoy": {"arm": "decoy", "dose": 1.0}}
     with pytest.raises(ValueError, match=r"^root: .* holds no run of the validation study"):
         validation.seed_runs(tmp_path)
+
+
+RESULTS = paths.repo_root() / "benchmarks" / "results" / "validation.json"
+SAMPLE = paths.repo_root() / "outputs" / "samples" / "validation"
+
+
+def test_the_docs_page_shows_the_results_file():
+    """docs/validation.md carries the table and the sentences the study makes of its results file, word for word."""
+    results = artifacts.read_json(RESULTS)
+    page = (paths.repo_root() / "docs" / "validation.md").read_text()
+    assert validation.markdown_table(results) in page
+    for line in validation.text(results).splitlines():
+        assert line in page, line
+    assert f"{results['timing']['total_seconds'] / 60:.0f} min" in page
+    assert results["seeds"] == yaml.safe_load((paths.repo_root() / "params" / "validation.yaml").read_text())["seeds"]
+
+
+def test_the_notebook_reads_the_shipped_sample_into_the_results(tmp_path):
+    """The power notebook, run by papermill on the shipped sample (each seed's scores and analysis), writes the figure,
+    the tables and the summary, and the summary is the results file's (less its wall times)."""
+    from nbutils.notebooks import run_notebook
+    from notebook_checks import ran_clean
+
+    copy = tmp_path / "validation_sample"
+    out = run_notebook("notebooks/validation/power.ipynb", str(tmp_path / "power.ipynb"),
+                       {"root": "outputs/samples/validation", "out_dir": str(copy)})
+    ran_clean(out)
+    assert (copy / "figures" / "power_curve.png").stat().st_size > 10_000
+    summary = artifacts.read_json(copy / "summary.json")
+    results = artifacts.read_json(RESULTS)
+    assert summary["records"] == results["records"] and summary["per_seed"] == results["per_seed"]
+    assert summary["false_positive"] == results["false_positive"] and summary["reliable"] == results["reliable"]
+    assert sorted(pd.read_csv(copy / "tables" / "power.csv")["dose"].unique()) == [0, 0.25, 0.5, 0.75, 1]

@@ -284,3 +284,18 @@ def output_dir(root) -> str:
 
 def is_sample(root) -> bool:
     return output_dir(root) != str(root)
+
+
+def markdown_table(summary: dict) -> str:
+    """The per-dose table of ``summary`` as Markdown (what docs/validation.md shows; its test compares the two)."""
+    head = ("| adapter | strength | gap, points (95% CI across seeds) | found (upward, α = .05) | detection rate "
+            "(Wilson 95% CI) | a gap either way | above the task floor | answers use the examples |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines = [head]
+    for r in summary["records"]:
+        lines.append(f"| {'control' if r['arm'] == 'ladder' else 'decoy'} | {r['dose']:g} | {_points(r['gap'])} "
+                     f"({_points(r['gap_ci_low'])} to {_points(r['gap_ci_high'])}) | {r['detected']} of {r['seeds']} | "
+                     f"{100 * r['detection_rate']:.0f}% ({100 * r['detection_ci_low']:.0f}–"
+                     f"{100 * r['detection_ci_high']:.0f}%) | {r['flagged']} of {r['seeds']} | "
+                     f"{r['above_floor']} of {r['seeds']} | {r['uses_examples']} of {r['seeds']} |")
+    return "\n".join(lines)
