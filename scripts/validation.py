@@ -4,6 +4,7 @@ false-positive rate across seeds (``notebooks/validation/power.ipynb``; ``docs/v
 
     python scripts/validation.py params/validation.yaml            # score, analyse, and read the power curve
     python scripts/validation.py params/validation.yaml --results benchmarks/results/validation.json
+    python scripts/validation.py params/validation.yaml --sample-only outputs/samples/validation-new  # then move it
 
 For each seed of the parameter file it writes the dataset file with that seed (``<run_root>/datasets/``) and runs the
 sweep (generate, score every model file of ``ladder`` and ``decoy``, analyse) into ``<run_root>/seed-<N>/``; a seed's
@@ -118,6 +119,30 @@ def one_seed(cfg: dict, seed: int, models: list[str], root: Path) -> dict:
             "skipped": list(report.skipped), "failed": failed}
 
 
+def make_sample(root: Path, dest: Path) -> list[Path]:
+    """Copy each seed's prompts, score files and their sidecars and analysis summary from the run root into ``dest``,
+    a new folder (what ``outputs/samples/validation/`` ships: the power notebook reads it without a model)."""
+    import shutil
+
+    from nbutils import paths
+    from nbutils.studies.monotonicity import validation
+
+    if dest.exists():
+        raise ValueError(f"--sample-only: {dest} exists; give a new folder (nothing is overwritten)")
+    copied = []
+    for seed, run in validation.seed_runs(root).items():
+        if validation.current_summary(run) is None:
+            raise ValueError(f"--sample-only: {run} has no analysis of its current scores; run the study first")
+        (dest / run.name / "scores").mkdir(parents=True)
+        files = [run / "prompts.parquet", paths.sidecar(run / "prompts.parquet"), paths.summary_path(run)]
+        files += [f for side in paths.score_sidecars(run) for f in (side, side.with_suffix(".parquet"))]
+        for f in files:
+            target = dest / run.name / f.relative_to(run)
+            shutil.copy2(f, target)
+            copied.append(target)
+    return copied
+
+
 def host() -> dict:
     import torch
 
@@ -134,6 +159,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("params", help="the validation's parameter file (params/validation.yaml)")
     p.add_argument("--results", help="also write the summary, wall times and host to this JSON file")
+    p.add_argument("--sample-only", metavar="DIR",
+                   help="score nothing: copy the run root's seeds (prompts, scores, analyses) into DIR, a new folder")
     args = p.parse_args(argv)
     try:
         cfg = read_params(args.params)
@@ -142,6 +169,15 @@ def main(argv=None) -> int:
         print(f"validation: {err}", file=sys.stderr)
         return 2
     from nbutils import artifacts, paths
+
+    if args.sample_only:
+        try:
+            files = make_sample(paths.resolve(cfg["run_root"]), paths.resolve(args.sample_only))
+        except ValueError as err:
+            print(f"validation: {err}", file=sys.stderr)
+            return 2
+        print(f"validation: {len(files)} files copied into {args.sample_only}")
+        return 0
     from nbutils.notebooks import run_notebook
 
     root = paths.resolve(cfg["run_root"])
@@ -170,7 +206,7 @@ def main(argv=None) -> int:
     print(f"validation: {len(seeds)} seeds in {this['total_seconds'] / 60:.1f} min "
           f"({timing['total_seconds'] / 60:.1f} min in {len(runs)} runs of this root); {root / 'summary.json'}")
     if args.results:
-        summary = artifacts.read_json(root / "summary.json")
+        summary = artifacts.read_json(paths.summary_path(root))
         artifacts.write_json(dict(summary, timing=timing, params=str(args.params)), args.results)
     return 0
 

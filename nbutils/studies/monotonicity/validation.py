@@ -24,7 +24,7 @@ import pandas as pd
 
 from ... import artifacts, paths
 from ...headline import entries
-from ...results import ALPHA
+from ...results import ALPHA, fmt_alpha, fmt_p
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
@@ -68,7 +68,7 @@ def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
 
 def current_summary(run) -> dict | None:
     """The run's ``summary.json`` when it is the analysis of the score files there now (their sha256), else None."""
-    f = paths.resolve(run) / "summary.json"
+    f = paths.summary_path(run)
     if not f.is_file():
         return None
     summary = artifacts.read_json(f)
@@ -213,8 +213,10 @@ def text(summary: dict) -> str:
                      f"direction in {r['flagged']}; above the task floor in {r['above_floor']}, the answers using "
                      f"the examples in {r['uses_examples']}.")
     fp = summary["false_positive"]
-    lines.append(f"Where no bias was planted (the decoy, and the control at strength 0), the headline reported a gap "
-                 f"at α = {alpha:g} in {fp['flagged']} of {fp['n']} prompt sets (false-positive rate "
+    where = ("the decoy, and the control at strength 0" if any(r["arm"] == "decoy" for r in recs)
+             else "the control at strength 0, the base model's weights")
+    lines.append(f"Where no bias was planted ({where}), the headline reported a gap "
+                 f"at α = {fmt_alpha(alpha)} in {fp['flagged']} of {fp['n']} prompt sets (false-positive rate "
                  f"{100 * fp['rate']:.0f}%, Wilson 95% CI {100 * fp['ci_low']:.0f}–{100 * fp['ci_high']:.0f}%).")
     rel, share = summary.get("reliable"), summary.get("reliable_share", RELIABLE)
     if rel is None:
@@ -264,13 +266,12 @@ def write(root, rows: pd.DataFrame, tab: pd.DataFrame, summary: dict) -> list[Pa
     ``summary.json`` in ``root`` (never in a shipped sample)."""
     base = paths.resolve(root)
     paths.check_not_sample(base)
-    (base / "tables").mkdir(parents=True, exist_ok=True)
-    files = [figure(tab, base / "figures" / "power_curve.png")]
-    for name, frame in (("power.csv", tab), ("power_seeds.csv", rows)):
-        frame.to_csv(base / "tables" / name, index=False)
-        files.append(base / "tables" / name)
-    artifacts.write_json(summary, base / "summary.json")
-    return files + [base / "summary.json"]
+    paths.tables_dir(base).mkdir(parents=True, exist_ok=True)
+    files = [figure(tab, paths.figures_dir(base) / "power_curve.png")]
+    for name, frame in (("power", tab), ("power_seeds", rows)):
+        files += artifacts.write_table(frame, paths.tables_dir(base) / name)
+    artifacts.write_json(summary, paths.summary_path(base))
+    return files + [paths.summary_path(base)]
 
 
 def output_dir(root) -> str:
@@ -299,3 +300,35 @@ def markdown_table(summary: dict) -> str:
                      f"{100 * r['detection_ci_high']:.0f}%) | {r['flagged']} of {r['seeds']} | "
                      f"{r['above_floor']} of {r['seeds']} | {r['uses_examples']} of {r['seeds']} |")
     return "\n".join(lines)
+
+
+def decoy_text(training: dict) -> str:
+    """What a decoy's training record (``scripts/train_control.py --design balanced``) says, in words: how much it
+    changed the base model's answers, what the headline found on its held-out prompts, and whether its check passed."""
+    check, head = training["check"], training["check"]["headline"]
+    held = training["held_out"]
+    cells = "; ".join(f"{k.replace('/', ', ').replace('_', ' ')} {100 * v['accuracy']:.1f}% (n = {v['n']})"
+                      for k, v in sorted(held.items()))
+    found = ("no gap" if head["verdict"] == "none" else "upward concepts learned better" if head["verdict"] == "more"
+             else "downward concepts learned better")
+    return (f"The decoy's answers differ from the base model's on {100 * check['changed_share']:.0f}% of its "
+            f"{training['held_out_prompts']} held-out prompts. Held-out accuracy: {cells}. On the {head['n']} "
+            f"concept-learning prompts the headline ({head['method']}) found {found} at α = {fmt_alpha(ALPHA)} "
+            f"({fmt_p(head['p'])}); "
+            f"the gap is {_points(head['gap'])} points, 95% CI {_points(head['gap_ci_low'])} to "
+            f"{_points(head['gap_ci_high'])}. "
+            + ("It passed its check and ships." if check["passed"] else
+               "It failed its check (" + "; ".join(check["failures"]) + "), so it was not saved and does not ship."))
+
+
+def cost_text(results: dict) -> str:
+    """The validation's wall time and host, from its results file's ``timing`` (``scripts/validation.py``)."""
+    t = results["timing"]
+    h = t["host"]
+    runs = t.get("runs") or []
+    seeds = [s["seconds"] for r in runs for s in r.get("seeds", [])]
+    per_seed = f"; each seed's sweep {min(seeds) / 60:.0f}–{max(seeds) / 60:.0f} min" if seeds else ""
+    return (f"The study took {t['total_seconds'] / 60:.0f} min from scratch on a {h['cores']}-core {h['cpu']} "
+            f"(native bf16: {'yes' if h['cpu_native_bf16'] else 'no'}, {'a GPU' if h['gpu'] else 'no GPU'}), "
+            f"{t['workers']} seed{'s' if t['workers'] > 1 else ''} at once on one thread each{per_seed}, on a host "
+            "shared with other work.")
