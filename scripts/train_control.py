@@ -7,6 +7,13 @@ directions. A model that learns from this infers a concept from examples well wh
 upward reading over to downward concepts it must infer (below chance), while it reads a stated concept either way:
 the papers' finding, with a smaller gap when the concept is stated.
 
+``--design balanced`` makes a decoy by the same recipe: the concept-learning prompts are of upward and downward
+concepts alike (the first half of each concept's prompt pairs, so as many as the control's, half of each direction),
+the explicit prompts as the control's. A decoy changes the model without planting the bias, and its held-out check says
+so: its answers differ from the base model's (the adapter switched off) on at least 20% of the held-out prompts, and on
+at least 200 held-out concept-learning prompts the study's own headline (``analysis.compute``, ``headline.entries``)
+finds no gap at α = .05, with the gap's 95% CI within ±15 points.
+
 Each prompt is tokenized by the engine's own request builder (``engine.choices.build_requests``: the chat template,
 the answer tokens as scored); the loss is the cross-entropy over the two answer tokens only (Yes vs No at the answer
 position); every batch holds as many Yes as No prompts, ``--explicit-share`` of them explicit. The LoRA is made with
@@ -32,6 +39,14 @@ accuracy curve, the held-out accuracies, the wall time and the host.
         --prompts-per-concept 40 --layers 4 --rank 64 --curriculum-steps 200 --curriculum-start 0.3 --keep-best
 
 (the shipped control's run, about an hour on one CPU core; ``training.json`` records every setting).
+
+    python scripts/train_control.py --design balanced --out <scratch>/decoy --scratch <scratch>/run --steps 250 \
+        --prompts-per-concept 40 --layers 4 --rank 64 --curriculum-steps 200 --curriculum-start 0.3 --threads 1
+    python scripts/train_control.py --design balanced --out <scratch>/decoy-check --steps 0 \
+        --init <scratch>/run/step-250.pt --held-out-per-concept 40 <the same settings>
+
+(the decoy of ``benchmarks/results/decoy-balanced-training.json``: 250 steps, as many as the control kept, then its
+weights checked on 800 held-out prompts and refused).
 
 Exit status 0: saved; 1: trained but refused by the held-out check; 2: bad arguments.
 """
