@@ -178,7 +178,11 @@ def reliable_dose(tab: pd.DataFrame, share: float = RELIABLE) -> dict | None:
     return None if found is None else {"dose": float(found["dose"]), "gap": float(found["gap"]),
                                        "gap_ci_low": float(found["gap_ci_low"]),
                                        "gap_ci_high": float(found["gap_ci_high"]),
-                                       "detection_rate": float(found["detection_rate"]), "share": share}
+                                       "detection_rate": float(found["detection_rate"]),
+                                       "detection_ci_low": float(found["detection_ci_low"]),
+                                       "detection_ci_high": float(found["detection_ci_high"]),
+                                       "detected": int(found["detected"]), "seeds": int(found["seeds"]),
+                                       "share": share}
 
 
 def records(tab: pd.DataFrame, rows: pd.DataFrame, share: float = RELIABLE) -> dict:
@@ -224,8 +228,10 @@ def text(summary: dict) -> str:
                      "from this design rules out no gap the ladder planted.")
     else:
         lines.append(f"The smallest strength found in at least {100 * share:.0f}% of the prompt sets (and every "
-                     f"stronger one) is {rel['dose']:g}, a gap of {_points(rel['gap'])} points: a null from a prompt "
-                     f"set of this size makes a bias of that size unlikely, and says nothing about smaller ones.")
+                     f"stronger one) is {rel['dose']:g}, a gap of {_points(rel['gap'])} points, found in "
+                     f"{rel['detected']} of {rel['seeds']} (Wilson 95% CI {100 * rel['detection_ci_low']:.0f}–"
+                     f"{100 * rel['detection_ci_high']:.0f}%): a null from a prompt set of this size speaks against a "
+                     "bias that large, as far as that detection rate holds, and says nothing about smaller ones.")
     return "\n".join(lines)
 
 
