@@ -104,7 +104,7 @@ def test_the_arms_are_read_from_the_score_files_sidecars(tmp_path):
 
 
 RESULTS = paths.repo_root() / "benchmarks" / "results" / "validation.json"
-SAMPLE = paths.repo_root() / "outputs" / "samples" / "validation"
+DECOY = artifacts.read_json(paths.repo_root() / "benchmarks" / "results" / "decoy-balanced-training.json")
 
 
 def test_the_docs_page_shows_the_results_file():
@@ -114,7 +114,7 @@ def test_the_docs_page_shows_the_results_file():
     assert validation.markdown_table(results) in page
     for line in validation.text(results).splitlines():
         assert line in page, line
-    assert f"{results['timing']['total_seconds'] / 60:.0f} min" in page
+    assert validation.cost_text(results) in page and validation.decoy_text(DECOY) in page
     assert results["seeds"] == yaml.safe_load((paths.repo_root() / "params" / "validation.yaml").read_text())["seeds"]
 
 
