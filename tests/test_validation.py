@@ -34,7 +34,8 @@ def rows_of(found: dict, seeds: int = 5, gaps: dict | None = None, decoy_flags: 
                             "gap_ci_high": gap + 0.1, "test": "glmm_lrt", "method": "m", "p": 0.01 if hit else 0.5,
                             "valid": True, "verdict": ("more" if arm == "ladder" else "less") if hit else "none",
                             "detected": hit and arm == "ladder", "flagged": hit, "reading": "prior" if hit else "none",
-                            "floor_accuracy": 0.5, "above_floor": False, "uses_examples": False})
+                            "floor_accuracy": 0.5, "above_floor": False, "uses_examples": False,
+                            "yes_rate": 0.5})
     return pd.DataFrame(out)
 
 

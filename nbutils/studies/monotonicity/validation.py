@@ -114,7 +114,9 @@ def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | N
         arm_of = arms(run, ladder_adapter, decoy_adapter)
         if not arm_of:
             raise ValueError(f"root: {run} holds no scores of {ladder_adapter} or {decoy_adapter}")
-        rows += seed_rows(summary, arm_of, seed, alpha)
+        yes = {stem: float(pd.read_parquet(paths.scores_dir(run) / f"{stem}.parquet", columns=["pred_yes"])
+                           ["pred_yes"].mean()) for stem in arm_of}  # how one-sided the answers are
+        rows += [dict(r, yes_rate=yes[r["model"]]) for r in seed_rows(summary, arm_of, seed, alpha)]
     return pd.DataFrame(rows)
 
 
@@ -157,6 +159,7 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
                     "flag_ci_low": wilson(f, n)[0], "flag_ci_high": wilson(f, n)[1],
                     "gap": gap, "gap_ci_low": gap_lo, "gap_ci_high": gap_hi,
                     "acc_up": float(g["acc_up"].mean()), "acc_down": float(g["acc_down"].mean()),
+                    "yes_rate": float(g["yes_rate"].mean()) if "yes_rate" in g else math.nan,
                     "above_floor": int(g["above_floor"].sum()), "floor_accuracy": float(g["floor_accuracy"].mean()),
                     "uses_examples": int(g["uses_examples"].sum()),
                     "reading": ", ".join(f"{r} {c}" for r, c in readings.items())})
@@ -296,15 +299,16 @@ def is_sample(root) -> bool:
 def markdown_table(summary: dict) -> str:
     """The per-dose table of ``summary`` as Markdown (what docs/validation.md shows; its test compares the two)."""
     head = ("| adapter | strength | gap, points (95% CI across seeds) | found (upward, α = .05) | detection rate "
-            "(Wilson 95% CI) | a gap either way | above the task floor | answers use the examples |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- |")
+            "(Wilson 95% CI) | a gap either way | above the task floor | answers use the examples | answers Yes |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     lines = [head]
     for r in summary["records"]:
         lines.append(f"| {'control' if r['arm'] == 'ladder' else 'decoy'} | {r['dose']:g} | {_points(r['gap'])} "
                      f"({_points(r['gap_ci_low'])} to {_points(r['gap_ci_high'])}) | {r['detected']} of {r['seeds']} | "
                      f"{100 * r['detection_rate']:.0f}% ({100 * r['detection_ci_low']:.0f}–"
                      f"{100 * r['detection_ci_high']:.0f}%) | {r['flagged']} of {r['seeds']} | "
-                     f"{r['above_floor']} of {r['seeds']} | {r['uses_examples']} of {r['seeds']} |")
+                     f"{r['above_floor']} of {r['seeds']} | {r['uses_examples']} of {r['seeds']} | "
+                     f"{100 * r['yes_rate']:.0f}% |")
     return "\n".join(lines)
 
 
