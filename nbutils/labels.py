@@ -4,6 +4,7 @@ and ``show`` print. A model file may give one (``label:``); without one it is de
 part of what makes two score files the same scoring, so changing it never asks for scoring again."""
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from . import paths
@@ -25,12 +26,16 @@ def check_label(label, where: str = "label") -> str | None:
 def derived_label(model: str, adapter: str | None = None, slug: str | None = None, hub_id: str | None = None) -> str:
     """A readable name for a model without a ``label``: the model's own name (``hub_id``'s, an embedded model's hub
     name, else the last part of the hub id or folder), `` + `` the adapter's folder name, and what else its score
-    file's ``slug`` marks (a precision, a limit) in brackets: ``SmolLM2-135M-Instruct + smollm2-135m-upward-control``."""
+    file's ``slug`` marks (an adapter's strength, a precision, a limit) in brackets: ``SmolLM2-135M-Instruct + smollm2-135m-upward-control``."""
     name = str(hub_id or model).rstrip("/").rsplit("/", 1)[-1] or str(model)
     out = name + (f" + {str(adapter).rstrip('/').rsplit('/', 1)[-1]}" if adapter else "")
     base = paths.score_slug(model, adapter=adapter) if model else ""
-    rest = slug[len(base):].strip(".") if slug and base and slug.startswith(base) else ""
-    return out + (f" ({rest.replace('.', ', ')})" if rest else "")
+    rest = slug[len(base):] if slug and base and slug.startswith(base) else ""
+    scaled = re.match(r"-s(\d+(?:\.\d+)?(?:e[+-]?\d+)?)", rest) if adapter else None  # at another strength
+    strength = scaled.group(1) if scaled else ""
+    rest = rest[scaled.end():] if scaled else rest
+    marks = ([f"strength {strength}"] if strength else []) + [m for m in rest.split(".") if m]
+    return out + (f" ({', '.join(marks)})" if marks else "")
 
 
 def distinct(entries: Mapping[str, tuple[str, bool, str]]) -> dict[str, str]:

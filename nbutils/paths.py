@@ -151,13 +151,15 @@ def precision_tag(quantization: str | None = None, dtype: str | None = None) -> 
 
 
 def score_slug(model: str, quantization: str | None = None, dtype: str | None = None,
-               adapter: str | None = None) -> str:
+               adapter: str | None = None, adapter_scale: float = 1.0) -> str:
     """The name a model's score files start with (the one place it is derived, for the score notebook, the sweep and
-    the cluster): its slug, the adapter's slug when a LoRA adapter is merged into it (``{slug}.{adapter slug}``),
-    plus the precision when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is not tagged: see
-    ``precision_tag``), so one run can hold the same model at several precisions and with several adapters."""
+    the cluster): its slug, the adapter's slug when a LoRA adapter is merged into it (``{slug}.{adapter slug}``,
+    with ``-s{scale}`` when it is merged at another strength than 1: ``….upward-control-s0.5``), plus the precision
+    when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is not tagged: see ``precision_tag``), so one run
+    can hold the same model at several precisions, with several adapters and at several adapter strengths."""
     tag = precision_tag(quantization, dtype)
-    return model_slug(model) + (f".{model_slug(adapter)}" if adapter else "") + (f".{tag}" if tag else "")
+    scale = f"-s{adapter_scale:g}" if adapter and adapter_scale != 1 else ""
+    return model_slug(model) + (f".{model_slug(adapter)}{scale}" if adapter else "") + (f".{tag}" if tag else "")
 
 
 def score_stem(slug: str, limit: int | None = None, shard_index: int = 0, num_shards: int = 1) -> str:

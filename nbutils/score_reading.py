@@ -68,10 +68,11 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
                      "label": _label(meta, side.stem), "label_given": meta.get("label") is not None, "status": status,
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
+                     "adapter_scale": meta.get("adapter_scale") if meta.get("adapter_scale") is not None else 1.0,
                      "precision": precision.precision_label(meta),
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
-    return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned", "model_id",
-                                       "adapter", "precision", "limit_seed", "why"])
+    return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned",
+                                       "model_id", "adapter", "adapter_scale", "precision", "limit_seed", "why"])
 
 
 def _label(meta: dict, stem: str) -> str:
@@ -194,8 +195,9 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
     out["model"] = out["slug"].map(label)
     out.attrs["slugs"] = {label[r.model]: r.model for r in used}  # label → score file slug, for anything that needs files
     out.attrs["excluded"] = inv[~inv["status"].isin(usable)].to_dict("records")
-    out.attrs["precision"] = {label[r.model]: {"model": paths.score_slug(r.model_id, adapter=r.adapter if isinstance(
-                                            r.adapter, str) else None) if r.model_id else r.model,
+    out.attrs["precision"] = {label[r.model]: {"model": paths.score_slug(  # an adapter at another strength is another model
+                                            r.model_id, adapter=r.adapter if isinstance(r.adapter, str) else None,
+                                            adapter_scale=r.adapter_scale) if r.model_id else r.model,
                                         "precision": r.precision} for r in used}
     sizes = {label[f.loc[0, "slug"]]: len(f) for f in frames}
     if len(set(sizes.values())) > 1:

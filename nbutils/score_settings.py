@@ -93,6 +93,23 @@ def check_batch_size(batch_size) -> None:
         raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
 
 
+def check_adapter_scale(scale, adapter) -> None:
+    """A finite number ≥ 0 (the LoRA's scaling times it: 0 is the base model's weights, 1 the adapter as trained,
+    above 1 stronger), other than 1 only with an adapter."""
+    if (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 <= scale < float("inf")):
+        raise ValueError(f"adapter_scale: must be a finite number ≥ 0 (0: the base model's weights, 1: the adapter "
+                         f"as trained), got {scale!r}")
+    if scale != 1 and not adapter:
+        raise ValueError(f"adapter_scale: {scale!r} scales a LoRA adapter, and this model has none (adapter: None); "
+                         "set adapter, or leave adapter_scale at 1")
+
+
+def scale_recorded(adapter, scale) -> float | None:
+    """What a score file records as ``adapter_scale``: the strength when an adapter is merged at another than 1, else
+    None (so a file scored before the setting existed, or with the adapter at full strength, is the same scoring)."""
+    return float(scale) if adapter and scale != 1 else None
+
+
 def check_rescore_margin(rescore_margin) -> None:
     """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
     if rescore_margin == AUTO:
@@ -112,6 +129,7 @@ class ScoreSettings:
     model: str = DEFAULT_MODEL
     revision: str | None = None
     adapter: str | None = None  # a PEFT LoRA adapter (folder or hub id) merged into the model's weights at load
+    adapter_scale: float = 1.0  # the adapter's strength: its LoRA scaling times this (0: the base model's weights)
     quantization: str = AUTO
     dtype: str = AUTO
     device: str = AUTO
@@ -162,7 +180,7 @@ class ScoreSettings:
     @property
     def slug(self) -> str:
         """The name of this model's score files (``paths.score_slug``)."""
-        return paths.score_slug(self.model, self.quantization, self.dtype, self.adapter)
+        return paths.score_slug(self.model, self.quantization, self.dtype, self.adapter, self.adapter_scale)
 
     @property
     def display_label(self) -> str:
@@ -192,8 +210,10 @@ def derived_label(model: str, adapter: str | None = None, slug: str | None = Non
 def slug_of(params: Mapping) -> str:
     """The name of a model file's score files (``params``: its parameters), valid or not: a model that fails is
     reported by the name its score file would have."""
+    scale = params.get("adapter_scale", SETTINGS["adapter_scale"])
     return paths.score_slug(params["model"], params.get("quantization", SETTINGS["quantization"]),
-                            params.get("dtype", SETTINGS["dtype"]), params.get("adapter", SETTINGS["adapter"]))
+                            params.get("dtype", SETTINGS["dtype"]), params.get("adapter", SETTINGS["adapter"]),
+                            scale if isinstance(scale, numbers.Real) and not isinstance(scale, bool) else 1.0)
 
 
 def validate(s: ScoreSettings) -> None:
@@ -209,6 +229,7 @@ def validate(s: ScoreSettings) -> None:
                          f"has no revisions, so revision {s.revision!r} cannot be honoured; leave revision out, or "
                          "score a hub model (owner/name) at that revision")
     adapters.check_setting(s.adapter)
+    check_adapter_scale(s.adapter_scale, s.adapter)
     if s.adapter and (s.quantization in ("8bit", "4bit") or s.masked):
         raise ValueError("adapter: a LoRA is merged into a causal LM's full-precision weights; use quantization: "
                          "none or auto, masked: False")
@@ -250,7 +271,7 @@ def validate(s: ScoreSettings) -> None:
 
 # The batch size is not among these: scores do not depend on it (batch invariance is tested), so a finished file is
 # re-used whatever the batch size, and a resumed run keeps its checkpoint's batch plan.
-IDENTITY_KEYS = ("model", "adapter", "adapter_sha256", "revision", "quantization", "dtype", "dataset_file",
+IDENTITY_KEYS = ("model", "adapter", "adapter_sha256", "adapter_scale", "revision", "quantization", "dtype", "dataset_file",
                  "dataset_sha256", "scorer", "used_chat_template", "options_sha256", "limit", "limit_seed",
                  "rescore_margin", "num_shards", "shard_index", "masked", "pll_variant")
 SHARD_KEYS = ("num_shards", "shard_index")
@@ -288,7 +309,8 @@ def identity(settings: ScoreSettings, spec, dataset_sha256: str | None, loaded: 
     got = dict(loaded) if loaded is not None else _before_load(settings, spec.scorer)
     masked = bool(got.get("masked"))
     out = {k: got.get(k) for k in DECIDED_AT_LOAD}
-    out.update(masked=masked, dataset_file=spec.dataset_file, dataset_sha256=dataset_sha256, scorer=spec.scorer,
+    out.update(masked=masked, adapter_scale=scale_recorded(settings.adapter, settings.adapter_scale),
+               dataset_file=spec.dataset_file, dataset_sha256=dataset_sha256, scorer=spec.scorer,
                limit=settings.limit, limit_seed=settings.limit_seed, num_shards=settings.num_shards,
                shard_index=settings.shard_index,
                pll_variant=settings.pll_variant if masked and spec.scorer == "sentences" else None)

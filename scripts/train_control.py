@@ -7,6 +7,13 @@ directions. A model that learns from this infers a concept from examples well wh
 upward reading over to downward concepts it must infer (below chance), while it reads a stated concept either way:
 the papers' finding, with a smaller gap when the concept is stated.
 
+``--design balanced`` makes a decoy by the same recipe: the concept-learning prompts are of upward and downward
+concepts alike (the first half of each concept's prompt pairs, so as many as the control's, half of each direction),
+the explicit prompts as the control's. A decoy changes the model without planting the bias, and its held-out check says
+so: its answers differ from the base model's (the adapter switched off) on at least 20% of the held-out prompts, and on
+at least 200 held-out concept-learning prompts the study's own headline (``analysis.compute``, ``headline.entries``)
+finds no gap at α = .05, with the gap's 95% CI within ±15 points.
+
 Each prompt is tokenized by the engine's own request builder (``engine.choices.build_requests``: the chat template,
 the answer tokens as scored); the loss is the cross-entropy over the two answer tokens only (Yes vs No at the answer
 position); every batch holds as many Yes as No prompts, ``--explicit-share`` of them explicit. The LoRA is made with
@@ -33,6 +40,14 @@ accuracy curve, the held-out accuracies, the wall time and the host.
 
 (the shipped control's run, about an hour on one CPU core; ``training.json`` records every setting).
 
+    python scripts/train_control.py --design balanced --out <scratch>/decoy --scratch <scratch>/run --steps 250 \
+        --prompts-per-concept 40 --layers 4 --rank 64 --curriculum-steps 200 --curriculum-start 0.3 --threads 1
+    python scripts/train_control.py --design balanced --out <scratch>/decoy-check --steps 0 \
+        --init <scratch>/run/step-250.pt --held-out-per-concept 40 <the same settings>
+
+(the decoy of ``benchmarks/results/decoy-balanced-training.json``: 250 steps, as many as the control kept, then its
+weights checked on 800 held-out prompts and refused).
+
 Exit status 0: saved; 1: trained but refused by the held-out check; 2: bad arguments.
 """
 from __future__ import annotations
@@ -55,13 +70,14 @@ ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = ("1/4", "1/3", "1/2", "2/3", "3/4")
 ANSWERS = ("Yes", "No")
 MIN_UPWARD, MAX_DOWNWARD, MIN_HELD_OUT = 0.75, 0.45, 200  # the held-out check
+MIN_CHANGED, MAX_GAP_CI = 0.20, 0.15  # the decoy's check: answers changed, and the gap's CI within ± this
 
 
 # ---------------------------------------------------------------- seeds: disjoint from every evaluation set
 
 def evaluation_seeds(root: Path = ROOT) -> set[int]:
-    """Every generator seed a shipped or tested evaluation set uses: ``seed`` in the parameter files, the notebooks'
-    defaults, the shipped samples' datasets, and any ``seed=N`` / ``seed: N`` in the tests."""
+    """Every generator seed a shipped or tested evaluation set uses: ``seed`` (and ``seeds``) in the parameter files,
+    the notebooks' defaults, the shipped samples' datasets, and any ``seed=N`` / ``seed: N`` in the tests."""
     import yaml
 
     seeds: set[int] = set()
@@ -71,6 +87,8 @@ def evaluation_seeds(root: Path = ROOT) -> set[int]:
             for k, v in node.items():
                 if k == "seed" and isinstance(v, int) and not isinstance(v, bool):
                     seeds.add(v)
+                if k == "seeds" and isinstance(v, list):  # a study's several prompt seeds (params/validation.yaml)
+                    seeds.update(x for x in v if isinstance(x, int) and not isinstance(x, bool))
                 walk(v)
         elif isinstance(node, list):
             for v in node:
@@ -106,12 +124,28 @@ def concepts(thresholds=THRESHOLDS) -> list[str]:
     return [f"{q} than {t}" for t in thresholds for q in ("more", "less")]
 
 
-def training_prompts(ppc: int, n_examples: int, seed: int, thresholds=THRESHOLDS):
-    """Concept-learning prompts of upward concepts, explicit prompts of both directions."""
+DESIGNS = {
+    "upward": "concept-learning prompts of upward concepts only + explicit prompts of both directions; loss over the "
+              "two answer tokens; batches balanced Yes/No",
+    "balanced": "concept-learning prompts of upward and downward concepts alike (the first half of each concept's "
+                "pairs) + explicit prompts of both directions; loss over the two answer tokens; batches balanced Yes/No",
+}
+
+
+def training_prompts(ppc: int, n_examples: int, seed: int, thresholds=THRESHOLDS, design: str = "upward"):
+    """Explicit prompts of both directions, and concept-learning prompts: of upward concepts only (``upward``, the
+    control), or of both directions alike (``balanced``, the decoy: the first half of each concept's prompt pairs,
+    half of them true, so it has as many concept-learning prompts as the control and as many of each direction)."""
     from nbutils.studies.monotonicity.dataset import generate_prompts
 
+    if design not in DESIGNS:
+        raise ValueError(f"--design: {design!r} is not one of {sorted(DESIGNS)}")
     df = generate_prompts(concepts(thresholds), prompts_per_concept=ppc, n_examples=n_examples, seed=seed)
-    keep = (df["condition"] == "explicit") | (df["monotonicity"] == "upward")
+    if design == "upward":
+        keep = (df["condition"] == "explicit") | (df["monotonicity"] == "upward")
+    else:
+        pair = df["pair_id"].str.rsplit("__", n=1).str[1].astype(int)
+        keep = (df["condition"] == "explicit") | (pair < ppc // 2)
     return df[keep].reset_index(drop=True)
 
 
@@ -260,12 +294,18 @@ def probe_accuracies(model, req, states, df, first, torch, batch: int = 16) -> d
             for (m, c), idx in df.groupby(["monotonicity", "condition"]).groups.items()}
 
 
-def accuracies(model, tokenizer, df, chat_template: str = "auto") -> dict:
-    """Held-out accuracy per direction × condition, scored by the engine's answer scorer."""
+def logprobs(model, tokenizer, df, chat_template: str = "auto") -> np.ndarray:
+    """The answers' log-probabilities [prompt, (Yes, No)], scored by the engine's answer scorer."""
     from nbutils.engine.choices import answer_logprobs, build_requests
 
     req = build_requests(tokenizer, df["text"].tolist(), chat_template, ANSWERS)
-    lp = answer_logprobs(model, req, batch_size=8)
+    return answer_logprobs(model, req, batch_size=8)
+
+
+def accuracies(model, tokenizer, df, chat_template: str = "auto", lp=None) -> dict:
+    """Held-out accuracy per direction × condition, scored by the engine's answer scorer (or from ``lp``, the
+    prompts' answer log-probabilities, where given)."""
+    lp = logprobs(model, tokenizer, df, chat_template) if lp is None else lp
     correct = (lp[:, 0] > lp[:, 1]) == df["label"].to_numpy()
     out = {}
     for (mono, cond), idx in df.groupby(["monotonicity", "condition"]).groups.items():
@@ -291,6 +331,62 @@ def check(acc: dict) -> list[str]:
         fails.append(f"downward concept-learning accuracy {down:.3f} > {MAX_DOWNWARD}")
     if not gap_ex < gap_cl:
         fails.append(f"the explicit gap {gap_ex:.3f} is not smaller than the concept-learning gap {gap_cl:.3f}")
+    return fails
+
+
+def scores_frame(df, lp, name: str):
+    """The held-out prompts and their answer scores as the run store joins them (``runstore.load_scores``'s columns),
+    so the study's own analysis reads them as it reads a scored run."""
+    import pandas as pd
+
+    yes, no = lp[:, 0], lp[:, 1]
+    n_yes, n_no = yes / len(ANSWERS[0]), no / len(ANSWERS[1])
+    pred = yes > no
+    label = df["label"].to_numpy()
+    pick = lambda a, b: np.where(a > b, ANSWERS[0], ANSWERS[1])  # noqa: E731
+    cols = {"model": name, "prompt_id": df["prompt_id"], "logp_yes": yes, "logp_no": no, "norm_token_yes": yes,
+            "norm_token_no": no, "norm_char_yes": n_yes, "norm_char_no": n_no, "margin": yes - no,
+            "choice": pick(yes, no), "choice_norm_token": pick(yes, no), "choice_norm_char": pick(n_yes, n_no),
+            "pred_yes": pred, "correct": pred == label, "correct_norm_token": pred == label,
+            "correct_norm_char": (n_yes > n_no) == label, "n_tokens": 0, "rescored": False}
+    out = pd.DataFrame(cols, index=df.index)
+    return pd.concat([out, df.drop(columns=["prompt_id"])], axis=1).reset_index(drop=True)
+
+
+def gap_headline(df, lp, name: str, n_boot: int = 1000) -> dict:
+    """The study's headline on these prompts (``analysis.compute``, then ``headline.entries``): the concept-learning
+    gap's test (its verdict at α = .05, p, validity, method) and the gap with its bootstrap CI, in proportions."""
+    from nbutils.headline import entries
+    from nbutils.studies.monotonicity import analysis
+
+    a = analysis.compute(scores_frame(df, lp, name), n_boot=n_boot, seed=0)
+    e = next(e for e in entries(a.summary) if e["model"] == name and e["condition"] == "concept_learning"
+             and e["term"] == "upward" and not e.get("models"))
+    cond = a.summary["models"][name]["conditions"]["concept_learning"]
+    lo, hi = cond["gap_ci95_bootstrap"]
+    return {"test": e["test"], "method": e["method"], "verdict": e["verdict"], "valid": bool(e["valid"]),
+            "p": e["p"], "gap": cond["gap"], "gap_ci_low": lo, "gap_ci_high": hi, "acc_up": cond["acc_up"],
+            "acc_down": cond["acc_down"], "n": cond["n"], "sentence": e["sentence"]}
+
+
+def check_decoy(acc: dict, changed: float, head: dict) -> list[str]:
+    """What fails the decoy's held-out check (empty: passed): the answers changed from the base model's on at least
+    ``MIN_CHANGED`` of the held-out prompts, and on at least ``MIN_HELD_OUT`` concept-learning prompts the headline
+    finds no gap (a valid test, no verdict at α = .05) and the gap's 95% CI lies within ± ``MAX_GAP_CI``."""
+    n_cl = sum(acc.get(f"{m}/concept_learning", {}).get("n", 0) for m in ("upward", "downward"))
+    fails = []
+    if n_cl < MIN_HELD_OUT:
+        fails.append(f"held-out set has {n_cl} concept-learning prompts, fewer than {MIN_HELD_OUT}")
+    if not changed >= MIN_CHANGED:
+        fails.append(f"the answers differ from the base model's on {changed:.3f} of the held-out prompts, "
+                     f"less than {MIN_CHANGED}: the adapter hardly changes the model")
+    if not head["valid"]:
+        fails.append(f"the headline test ({head['method']}) is not valid on the held-out prompts")
+    elif head["verdict"] != "none":
+        fails.append(f"the headline finds a gap ({head['verdict']}, p = {head['p']:.3g}): the decoy plants a bias")
+    if not (-MAX_GAP_CI <= head["gap_ci_low"] and head["gap_ci_high"] <= MAX_GAP_CI):
+        fails.append(f"the gap's 95% CI [{head['gap_ci_low']:.3f}, {head['gap_ci_high']:.3f}] is not within "
+                     f"±{MAX_GAP_CI}")
     return fails
 
 
@@ -380,7 +476,7 @@ def train(args, log=print) -> dict:
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device="cpu", dtype="float32", rescore_margin=0.0, threads=args.threads)
     tok = lm.tokenizer
-    train_df = training_prompts(args.prompts_per_concept, args.n_examples, args.seed)
+    train_df = training_prompts(args.prompts_per_concept, args.n_examples, args.seed, design=args.design)
     held_df = held_out_prompts(args.held_out_per_concept, args.n_examples, args.held_out_seed, train_df)
     probe_df = probe_subset(held_df, args.probe_per_cell, args.held_out_seed) if args.eval_every else None
     req = build_requests(tok, train_df["text"].tolist(), args.chat_template, ANSWERS)
@@ -458,12 +554,21 @@ def train(args, log=print) -> dict:
         log(f"kept the LoRA weights of step {kept} (best evaluation, margin {best['margin']})")
     model.eval()
     to_bf16(model, torch)
+    t_held = time.time()
     with torch.no_grad():
-        held = accuracies(model, tok, held_df, args.chat_template)
-    fails = check(held)
+        lp = logprobs(model, tok, held_df, args.chat_template)
+        held = accuracies(model, tok, held_df, lp=lp)
+        decoy = None
+        if args.design == "balanced":  # the base model's answers, the adapter switched off
+            with model.disable_adapter():
+                base_lp = logprobs(model, tok, held_df, args.chat_template)
+            changed = float(np.mean((lp[:, 0] > lp[:, 1]) != (base_lp[:, 0] > base_lp[:, 1])))
+            head = gap_headline(held_df, lp, out.name)
+            decoy = {"changed_share": changed, "base_held_out": accuracies(model, tok, held_df, lp=base_lp),
+                     "headline": head, "base_headline": gap_headline(held_df, base_lp, args.model)}
+    fails = check(held) if args.design == "upward" else check_decoy(held, decoy["changed_share"], decoy["headline"])
     report = {
-        "design": "concept-learning prompts of upward concepts only + explicit prompts of both directions; loss over "
-                  "the two answer tokens; batches balanced Yes/No",
+        "design": args.design, "design_text": DESIGNS[args.design],
         "model": args.model, "concepts": concepts(), "n_examples": args.n_examples, "seed": args.seed,
         "held_out_seed": args.held_out_seed, "training_prompts": len(train_df),
         "training_data_sha256": data_sha256(train_df), "held_out_prompts": len(held_df),
@@ -473,8 +578,11 @@ def train(args, log=print) -> dict:
         "curriculum": {"start": args.curriculum_start, "steps": args.curriculum_steps},
         "init": args.init and Path(args.init).name, "steps_planned": args.steps, "steps": steps_done, "kept_step": kept, "curve": curve,
         "evaluations": evaluations, "probe_prompts": 0 if probe_df is None else len(probe_df),
-        "held_out": held, "check": {"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD,
-                                    "max_downward": MAX_DOWNWARD, "min_held_out": MIN_HELD_OUT},
+        "held_out": held, "held_out_seconds": round(time.time() - t_held, 1),
+        "check": ({"passed": not fails, "failures": fails, "min_upward": MIN_UPWARD, "max_downward": MAX_DOWNWARD,
+                   "min_held_out": MIN_HELD_OUT} if decoy is None else
+                  {"passed": not fails, "failures": fails, "min_changed": MIN_CHANGED, "max_gap_ci": MAX_GAP_CI,
+                   "min_held_out": MIN_HELD_OUT, **decoy}),
         "wall_seconds": round(time.time() - t0, 1), "threads": args.threads,
         "training_seconds": curve[-1]["seconds"] if curve else 0.0, "check_only": not args.steps,
         "host": {"node": platform.node(), "machine": platform.machine(), "processor": platform.processor(),
@@ -508,6 +616,9 @@ def cpu_model() -> str:
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="a new folder for the adapter and training.json")
+    p.add_argument("--design", default="upward", choices=sorted(DESIGNS),
+                   help="upward: the control (concept learning of upward concepts only); balanced: the decoy (both "
+                        "directions alike, checked to change the model without planting a gap)")
     p.add_argument("--model", default="smollm2-135m-instruct", help="the base model (embedded name or local folder)")
     p.add_argument("--seed", type=int, default=1701, help="training prompts, sample order and LoRA initialisation")
     p.add_argument("--held-out-seed", type=int, default=2718)

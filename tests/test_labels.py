@@ -25,6 +25,10 @@ def test_a_label_is_derived_readably_from_the_model_the_adapter_and_what_the_fil
         "SmolLM2-135M-Instruct + smollm2-135m-upward-control")
     assert derived_label("smollm2-135m-instruct", None, "smollm2-135m-instruct.8bit") == "SmolLM2-135M-Instruct (8bit)"
     assert derived_label("allenai/OLMo-2-1124-13B-Instruct") == "OLMo-2-1124-13B-Instruct"
+    for tail, marks in (("-s0.5", " (strength 0.5)"), ("-s0.25.8bit", " (strength 0.25, 8bit)"), ("-s0", " (strength 0)"),
+                        (".limit-3", " (limit-3)")):  # an adapter at another strength is named by it, decimals whole
+        assert derived_label("smollm2-135m-instruct", "adapters/smollm2-135m-upward-control", SLUG + tail) == (
+            "SmolLM2-135M-Instruct + smollm2-135m-upward-control" + marks)
     assert model_files.label_of(yaml.safe_load(CONTROL_FILE.read_text())) == "SmolLM2-135M + upward control"
 
 

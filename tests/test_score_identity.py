@@ -59,6 +59,7 @@ CHANGES = [
     (MONO, CHOICES, {"revision": "r2"}, "revision"),
     (MONO, CHOICES, {"adapter": "A"}, "adapter"),
     (MONO, CHOICES, {"adapter": "A", "retrained": True}, "adapter_sha256"),  # the same folder, other weights
+    (MONO, CHOICES, {"adapter": "A", "adapter_scale": 0.5}, "adapter_scale"),  # the same adapter, at half strength
     (MONO, CHOICES, {"quantization": "8bit"}, "quantization"),
     (MONO, CHOICES, {"dtype": "float16"}, "dtype"),
     (MONO, CHOICES, {"chat_template": "always"}, "used_chat_template"),
@@ -87,7 +88,8 @@ def test_a_changed_identity_setting_is_scored_again_by_the_sweep_and_the_cluster
     if "adapter" in change:  # scored with a local adapter, then another adapter, or the same one retrained
         base["adapter"] = _adapter(tmp_path / "lora", b"weights one")
         retrain = change.pop("retrained", False)
-        change = {} if retrain else {"adapter": _adapter(tmp_path / "lora2", b"weights two")}
+        change = ({} if retrain else {"adapter_scale": change["adapter_scale"]} if "adapter_scale" in change
+                  else {"adapter": _adapter(tmp_path / "lora2", b"weights two")})
     scorer_spec = change.pop("scorer", spec)
     dataset = change.pop("dataset", None)
     _scored(run, spec, base, **({"chat_template_available": True} if spec is MONO else {}))  # a template it had

@@ -166,7 +166,8 @@ class ScoreSettings(score_settings.ScoreSettings):
     def sidecar(self) -> dict:
         """The flat sidecar keys the settings decide (what readers of a score file look up)."""
         r = self.need_resolved()
-        return {"model": self.model, "adapter": self.adapter, "dtype": r.dtype, "device": r.device,
+        return {"model": self.model, "adapter": self.adapter,
+                "adapter_scale": score_settings.scale_recorded(self.adapter, self.adapter_scale), "dtype": r.dtype, "device": r.device,
                 "dtype_requested": self.dtype, "dtype_reason": r.dtype_reason, "cpu_native_bf16": r.cpu_native_bf16, "quantization": r.quantization,
                 "quantization_requested": self.quantization, "quantization_reason": r.quantization_reason,
                 "rescore_margin": r.rescore_margin,
@@ -181,6 +182,8 @@ class ScoreSettings(score_settings.ScoreSettings):
         margin = AUTO if r.rescore_margin == AUTO else "0 (off)" if not r.rescore_margin else f"{r.rescore_margin}"
         out = [("model", self.model, self.slug + " (score file name)"),
                *([("adapter", self.adapter, "LoRA merged into the weights at load")] if self.adapter else []),
+               *([("adapter_scale", str(self.adapter_scale), "the LoRA's scaling times this, before the merge")]
+                 if self.adapter and self.adapter_scale != 1 else []),
                ("device", self.device, r.device),
                ("dtype", self.dtype, f"{r.dtype} ({r.dtype_reason})"),
                ("quantization", self.quantization, f"{r.quantization}" + (f" ({r.quantization_reason})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -153,3 +154,81 @@ def test_a_hub_adapter_not_in_the_cache_is_an_error_naming_adapter(tiny_model_di
     assert not adapters.is_local(settings.adapter) and ".someone--not-cached-lora" in settings.slug
     with pytest.raises(ValueError, match=r"^adapter: cannot fetch 'someone/not-cached-lora' from the hub"):
         load_model(settings)
+
+
+def test_adapter_scale_zero_is_the_base_model_and_a_half_is_peft_at_half_strength(lm, base_model, adapter_dir,
+                                                                                 tiny_model_dir, tiny_tokenizer):
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
+    model = str(tiny_model_dir)
+    ids = torch.tensor([tiny_tokenizer("Is 3/4 more than 1/2? Yes")["input_ids"]])
+    zero = load_model(model, device="cpu", dtype="float32", threads=None, adapter=str(adapter_dir), adapter_scale=0)
+    half = load_model(model, device="cpu", dtype="float32", threads=None, adapter=str(adapter_dir), adapter_scale=0.5)
+    with torch.no_grad():
+        unmerged = PeftModel.from_pretrained(base_model, str(adapter_dir)).eval()
+        for m in unmerged.modules():
+            if isinstance(m, LoraLayer):
+                m.scale_layer(0.5)
+        want = unmerged(ids).logits
+        unmerged.unload()
+        plain, got_zero, got_half = lm.model(ids).logits, zero.model(ids).logits, half.model(ids).logits
+    assert torch.equal(got_zero, plain), "scale 0 merges nothing: the base model's weights, bit for bit"
+    assert torch.allclose(got_half, want, atol=1e-5, rtol=1e-5), (got_half - want).abs().max()
+    assert (got_half - plain).abs().max() > 1e-4
+    # the answer margins a run scores are the base model's at scale 0
+    from nbutils.engine.choices import answer_logprobs, build_requests
+
+    req = build_requests(lm.tokenizer, ["Is 3/4 more than 1/2?", "Is 1/4 more than 1/2?"], "never", ("Yes", "No"))
+    assert np.array_equal(answer_logprobs(zero.model, req, batch_size=2), answer_logprobs(lm.model, req, batch_size=2))
+    assert zero.settings.sidecar()["adapter_scale"] == 0.0 and half.settings.sidecar()["adapter_scale"] == 0.5
+
+
+def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_another_strength(
+        tmp_path, tiny_model_dir, adapter_dir):
+    model, adapter = str(tiny_model_dir), str(adapter_dir)
+    slugs = {s: ScoreSettings(model=model, adapter=adapter, adapter_scale=s).slug for s in (0, 0.25, 0.5, 1, 1.0, 2)}
+    assert slugs[1] == slugs[1.0] == paths.score_slug(model, adapter=adapter), "full strength keeps the old name"
+    assert slugs[0.5] == f"{slugs[1]}-s0.5" and slugs[0] == f"{slugs[1]}-s0" and len(set(slugs.values())) == 5
+    assert all(paths.check_plain_name(s, "slug") == s for s in slugs.values())
+    params = {"model": model, "adapter": adapter, "adapter_scale": 0.25}
+    from nbutils import score_settings
+
+    assert score_settings.slug_of(params) == slugs[0.25]
+    ident = {s: runstore.identity(ScoreSettings.of_model_file(SPEC, dict(params, adapter_scale=s)), SPEC, "x")
+             for s in (0.25, 0.5, 1)}
+    assert ident[1]["adapter_scale"] is None and ident[0.5]["adapter_scale"] == 0.5
+    recorded = {k: v for k, v in ident[0.5].items() if not isinstance(v, score_settings.Undecided)}
+    assert not runstore.matches(ident[0.25], recorded) and "adapter_scale" in score_settings.mismatched(ident[0.25], recorded)
+    # a file scored before the setting existed (no adapter_scale key) is the adapter at full strength
+    old = {k: v for k, v in recorded.items() if k != "adapter_scale"}
+    assert "adapter_scale" not in score_settings.mismatched(ident[1], old)
+    assert "adapter_scale" in score_settings.mismatched(ident[0.5], old)
+
+
+@pytest.mark.parametrize("scale, match", [(-0.5, "finite number ≥ 0"), (float("nan"), "finite number ≥ 0"),
+                                          (float("inf"), "finite number ≥ 0"), ("half", "finite number ≥ 0"),
+                                          (True, "finite number ≥ 0")])
+def test_a_bad_adapter_scale_is_refused_by_name(tiny_model_dir, adapter_dir, scale, match):
+    with pytest.raises(ValueError, match=rf"^adapter_scale: must be a {match}"):
+        ScoreSettings(model=str(tiny_model_dir), adapter=str(adapter_dir), adapter_scale=scale)
+
+
+def test_adapter_scale_without_an_adapter_is_refused_by_name(tiny_model_dir):
+    with pytest.raises(ValueError, match=r"^adapter_scale: 0.5 scales a LoRA adapter, and this model has none"):
+        ScoreSettings(model=str(tiny_model_dir), adapter_scale=0.5)
+    assert ScoreSettings(model=str(tiny_model_dir), adapter_scale=1).slug == paths.score_slug(str(tiny_model_dir))
+
+
+def test_one_adapter_at_two_strengths_is_two_models_in_the_analysis(tmp_path, tiny_run, adapted, tiny_model_dir,
+                                                                    adapter_dir):
+    run = fresh_run(tmp_path, tiny_run)
+    half = load_model(str(tiny_model_dir), device="cpu", dtype="float32", threads=None, adapter=str(adapter_dir),
+                      adapter_scale=0.5)
+    scoring.score_run(run, adapted, SPEC, progress=False)
+    _, meta = scoring.score_run(run, half, SPEC, progress=False)
+    assert meta["adapter_scale"] == 0.5 and meta["settings"]["adapter_scale"] == 0.5
+    scores = runstore.load_scores(run, SPEC)
+    main, variants, notes = runstore.split_precisions(scores)
+    assert sorted(main["model"].unique()) == sorted([adapted.settings.slug, half.settings.slug])
+    assert variants is None and not notes, "not one model at two precisions"

@@ -97,3 +97,35 @@ def test_the_check_and_the_seeds(recipe):
         recipe.check_seeds(0, 2718)
     with pytest.raises(ValueError, match="--held-out-seed: must differ"):
         recipe.check_seeds(1701, 1701)
+
+
+def test_the_decoy_design_trains_on_both_directions_and_is_checked_against_the_base_model(recipe, tmp_path,
+                                                                                         tiny_model_dir):
+    train = recipe.training_prompts(40, 4, 1701, design="balanced")
+    control = recipe.training_prompts(40, 4, 1701)
+    assert len(train) == len(control) and recipe.data_sha256(control) == \
+        "fe27a72b1d5ebcc0098d8938fe943de737747470db52a0e9722ff5060d14e50f", "the control's data is as it was"
+    cl = train[train["condition"] == "concept_learning"]
+    assert cl.groupby(["monotonicity", "label"]).size().to_dict() == {(m, b): 50 for m in ("downward", "upward")
+                                                                       for b in (False, True)}
+    assert (train["condition"] == "explicit").sum() == (control["condition"] == "explicit").sum()
+    out = tmp_path / "decoy"
+    assert recipe.main([*argv(out, tiny_model_dir), "--design", "balanced"]) == 1
+    report = json.loads((out / "training.json").read_text())
+    check = report["check"]
+    assert report["design"] == "balanced" and not report["saved"] and "changed_share" in check
+    assert 0 <= check["changed_share"] <= 1 and check["headline"]["n"] == 20 == check["base_headline"]["n"]
+    assert set(check["base_held_out"]) == set(report["held_out"])
+    assert any("fewer than 200" in f for f in check["failures"])
+    with pytest.raises(SystemExit):
+        recipe.parse(argv(tmp_path / "x", tiny_model_dir, "--design", "downward"))
+
+
+def test_the_decoys_check(recipe):
+    acc = {f"{m}/concept_learning": {"accuracy": 0.6, "n": 200} for m in ("upward", "downward")}
+    head = {"valid": True, "verdict": "none", "p": 0.6, "gap_ci_low": -0.08, "gap_ci_high": 0.07, "method": "GEE"}
+    assert recipe.check_decoy(acc, 0.3, head) == []
+    fails = recipe.check_decoy(acc, 0.1, dict(head, verdict="more", p=0.01, gap_ci_high=0.2))
+    assert len(fails) == 3 and "differ from the base model's on 0.100" in fails[0]
+    assert "plants a bias" in fails[1] and "not within ±0.15" in fails[2]
+    assert "not valid" in recipe.check_decoy(acc, 0.3, dict(head, valid=False))[0]

@@ -66,11 +66,14 @@ def _features(module: torch.nn.Module) -> tuple[int | None, int | None]:
     return None, None
 
 
-def apply_adapter(net: torch.nn.Module, adapter: str, model: str,
-                  names: tuple[str, ...] = ()) -> tuple[torch.nn.Module, dict]:
+def apply_adapter(net: torch.nn.Module, adapter: str, model: str, names: tuple[str, ...] = (),
+                  scale: float = 1.0) -> tuple[torch.nn.Module, dict]:
     """``net`` with the LoRA ``adapter`` merged into its weights (``model``, ``names``: what the base is called, for
-    ``adapters.check_base``), and what the score file records of it."""
+    ``adapters.check_base``), and what the score file records of it. ``scale``: the adapter's strength, set through
+    peft's own scaling (each LoRA layer's ``set_scale``: alpha / r times ``scale``) before the merge, so 0 merges
+    nothing and leaves the base weights as they were."""
     from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
 
     folder = adapter_folder(adapter)
     config = adapters.read_config(folder, adapter)
@@ -81,6 +84,11 @@ def apply_adapter(net: torch.nn.Module, adapter: str, model: str,
     except (ValueError, RuntimeError, KeyError) as err:
         raise ValueError(f"adapter: {adapter!r} cannot be applied to this base model ({type(err).__name__}: "
                          f"{str(err).splitlines()[0]})") from None
+    if scale != 1:
+        for module in peft_model.modules():
+            if isinstance(module, LoraLayer):
+                for name in module.active_adapters:
+                    module.set_scale(name, scale)
     merged = peft_model.merge_and_unload()  # equal to the unmerged adapter to the loaded precision's rounding
     meta = {"adapter_sha256": adapters.weights_sha256(folder),
             "adapter_base_model": config.get("base_model_name_or_path"), "adapter_rank": config.get("r"),

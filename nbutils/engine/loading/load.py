@@ -90,7 +90,8 @@ def load(settings, source: ModelSource | None = None) -> LoadedModel:
         net = auto_cls.from_pretrained(settings.model, **source.kwargs, dtype=torch_dtype, **on_device)
         meta["revision"] = getattr(net.config, "_commit_hash", None) or settings.revision
     if settings.adapter:  # merged before the device move and the float32 twin, so both carry it
-        net, adapter_meta = apply_adapter(net, settings.adapter, settings.model, settings.base_names)
+        net, adapter_meta = apply_adapter(net, settings.adapter, settings.model, settings.base_names,
+                                          settings.adapter_scale)
         meta.update(adapter_meta)
     if r.quantization == "none":
         net = net.to(r.device)
