@@ -230,5 +230,6 @@ def test_one_adapter_at_two_strengths_is_two_models_in_the_analysis(tmp_path, ti
     assert meta["adapter_scale"] == 0.5 and meta["settings"]["adapter_scale"] == 0.5
     scores = runstore.load_scores(run, SPEC)
     main, variants, notes = runstore.split_precisions(scores)
-    assert sorted(main["model"].unique()) == sorted([adapted.settings.slug, half.settings.slug])
+    assert sorted(main["slug"].unique()) == sorted([adapted.settings.slug, half.settings.slug])
+    assert main["model"].nunique() == 2 and any(m.endswith("(strength 0.5)") for m in main["model"].unique())
     assert variants is None and not notes, "not one model at two precisions"
