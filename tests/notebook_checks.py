@@ -60,32 +60,48 @@ def _tex_cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().removesuffix(r"\\").split(" & ")]
 
 
-def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f") -> pd.DataFrame:
-    """``stem.tex`` has ``stem.csv``'s columns (by their labels, each part repeating the naming columns) and rows,
-    and every number of the CSV as ``float_format`` prints it (the run's own format: ``%.3f`` unless a study writes
-    its tables otherwise; NaN as ``--``, or empty where the CSV's empty cell was an empty text); returns the CSV."""
-    from nbutils.latex import MAX_COLUMNS, _stacked, label
+def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats: dict | None = None) -> pd.DataFrame:
+    """``stem.tex`` has ``stem.csv``'s columns (by their labels, each part repeating the naming columns; an estimate
+    and its 95% CI bounds may share one cell, ``x [low, high]``; the columns its comment names as "in the CSV only"
+    left out) and rows, and every number of the CSV as ``float_format`` (or ``formats[column]``) prints it (the run's
+    own format: ``%.3f`` unless a study writes its tables otherwise; NaN as ``--``, or empty where the CSV's empty cell
+    was an empty text); returns the CSV."""
+    import re
+
+    from nbutils.latex import _CI_PAIRS, _stacked, label
 
     stem = Path(stem)
     table = pd.read_csv(stem.with_suffix(".csv"))
+    text = stem.with_suffix(".tex").read_text()
+    only = re.search(r"^% in the CSV only: (.*)$", text, re.M)
+    left_out = set(only.group(1).split(", ")) if only else set()
     labels = {_stacked(label(c)): c for c in table.columns}
+    bounds = {}
+    for c in table.columns:
+        low, high = _CI_PAIRS.get(c, (f"{c}_ci_low", f"{c}_ci_high"))
+        if low in table.columns and high in table.columns:
+            labels[_stacked(label(c) + " [95\\% CI]")], bounds[c] = c, (low, high)
+    fmt = lambda col: (formats or {}).get(col, float_format)  # noqa: E731
     seen = []
     for header, rows in tex_parts(stem.with_suffix(".tex")):
-        assert len(header) <= MAX_COLUMNS and all(h in labels for h in header), f"{stem.name}.tex header {header}"
+        assert all(h in labels for h in header), f"{stem.name}.tex header {header}"
         assert len(rows) == len(table), f"{stem.name}.tex has {len(rows)} rows, the CSV {len(table)}"
-        seen += [labels[h] for h in header if labels[h] not in seen]
-        numeric = [c for c in (labels[h] for h in header)
-                   if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool]
+        cols = [labels[h] for h in header]
+        merged = [c for c, h in zip(cols, header) if c in bounds and h != _stacked(label(c))]
+        seen += [x for c in cols for x in ((c, *bounds[c]) if c in merged else (c,)) if x not in seen]
+        numeric = [c for c in cols if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool]
         for row, (_, want) in zip(rows, table.iterrows()):
             for col in numeric:
-                cell, value = row[header.index(_stacked(label(col)))], want[col]
+                cell, value = row[cols.index(col)], want[col]
                 if isinstance(value, float) and math.isnan(value):
                     # a CSV reads an empty text as NaN too
                     assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
-                else:
-                    shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else float_format % value
-                    assert cell == shown.replace("%", r"\%"), f"{stem.name}.tex {col}: {cell} for {value}"
-    assert seen == list(table.columns), f"{stem.name}.tex columns {seen}"
+                    continue
+                shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else fmt(col) % value
+                if col in merged and all(math.isfinite(want[b]) for b in bounds[col]):
+                    shown += f" [{fmt(col) % want[bounds[col][0]]}, {fmt(col) % want[bounds[col][1]]}]"
+                assert cell == shown.replace("%", r"\%"), f"{stem.name}.tex {col}: {cell} for {value}"
+    assert set(seen) == set(table.columns) - left_out, f"{stem.name}.tex columns {seen}"
     return table
 
 

@@ -231,7 +231,10 @@ def test_a_failing_job_is_reported_with_its_log_and_error_while_the_others_finis
     run = tmp_path / "run"
     shutil.copytree(tmp / "jobs", run, ignore=shutil.ignore_patterns("logs", ".lock"))
     # one model scored already (skipped), one new that scores, one that cannot load
-    bad = _model(tmp_path, "bad", model=str(tmp_path / "no-such-model"))
+    broken = tmp_path / "no-such-model"  # a model folder that passes the sweep's checks and fails to load in its job
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    bad = _model(tmp_path, "bad", model=str(broken))
     new = _model(tmp_path, "f16", Path(models[2][0]), dtype="float16")
     report = run_sweep(_sweep(tmp_path, "run", [models[2][0], new, bad], executor="submitit-local",
                               cluster={"poll_seconds": 2}), limit=LIMIT)

@@ -107,6 +107,13 @@ def test_same_model_gives_the_recorded_scores(swept):
         assert (both[col] - both[f"{col}_before"]).abs().max() < 1e-4, col
 
 
+def _formats(name: str) -> dict:
+    """The number formats the study writes a paper table's LaTeX with (``analysis.PAPER_TABLES``)."""
+    from nbutils.studies.monotonicity.analysis import PAPER_TABLES
+
+    return PAPER_TABLES[name].get("formats", {})
+
+
 def test_analysis_outputs(swept):
     """The tables against a recomputation from the score file (the answer is Yes when logp_yes > logp_no): accuracy
     with Wilson CIs and binomial tests (statsmodels, scipy), appendix B, the gap per threshold with Fisher's test, the
@@ -122,7 +129,7 @@ def test_analysis_outputs(swept):
     s["yes"] = s["logp_yes"] > s["logp_no"]
     s["right"] = s["yes"] == s["label"]
 
-    acc = assert_tex_matches_csv(run / "tables" / "accuracy").set_index(["condition", "concept"])
+    acc = assert_tex_matches_csv(run / "tables" / "accuracy", formats=_formats("accuracy")).set_index(["condition", "concept"])
     cells = s.groupby(["condition", "concept"])
     assert set(acc.index) == set(cells.groups) and len(acc) == 8
     for key, g in cells:
@@ -137,7 +144,7 @@ def test_analysis_outputs(swept):
         assert appendix.loc[(condition, row), concept.split()[-1]] == pytest.approx(100 * g["right"].mean())
 
     gaps = pd.read_csv(run / "tables" / "gap_by_threshold.csv").set_index(["condition", "threshold"])
-    pooled = assert_tex_matches_csv(run / "tables" / "gap_pooled").set_index("condition")
+    pooled = assert_tex_matches_csv(run / "tables" / "gap_pooled", formats=_formats("gap_pooled")).set_index("condition")
     for condition, c in s.groupby("condition"):
         strata = []
         for threshold, g in c.groupby("threshold"):
@@ -196,6 +203,7 @@ def test_analysis_outputs(swept):
 # the smallest |logp_yes - logp_no| of the CI prompts is 0.07: the same decisions everywhere, so the statistics
 # computed from them must agree to rounding.
 RECORDED = json.loads((DATA / "ci_analysis.json").read_text())
+MODEL = "SmolLM2-135M-Instruct"  # the name the recorded model's results go by (RECORDED["model"]: its score file's slug)
 EXACT = {"rel": 1e-6, "abs": 1e-9}
 # lme4's fit of the CI data sits on a flat ridge of its likelihood (every concept is 3/4 correct, so the effects are
 # 0, and the noun's random-intercept SD runs to about 54): where the optimizer stops moves with the order of
@@ -223,7 +231,7 @@ def _assert_same(now: dict, before: dict, where: str, tol=lambda field: EXACT):
 def _assert_table(run, name, key, tol=lambda row: (lambda field: EXACT)):
     """The table's rows for the recorded model, matched on ``key``, equal the recorded rows (no row more or less)."""
     table = pd.read_csv(run / "tables" / f"{name}.csv")
-    table = table[table["model"] == RECORDED["model"]].astype(object).where(table.notna(), None)
+    table = table[table["model"] == MODEL].astype(object).where(table.notna(), None)
     now = {tuple(r[k] for k in key): r for r in table.to_dict("records")}
     before = {tuple(r[k] for k in key): r for r in RECORDED[name]}
     assert set(now) == set(before), name
@@ -257,7 +265,7 @@ def test_pooled_gap_and_accuracy_equal_the_recorded_ones(swept):
     run, _ = swept
     _assert_table(run, "gap_pooled", ("condition",))
     _assert_table(run, "accuracy", ("condition", "concept"))
-    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][MODEL]
     now, before = dict(_summary_leaves(summary["conditions"])), dict(_summary_leaves(RECORDED["summary"]["conditions"]))
     verdict = {k: v for k, v in now.items() if k[1] in VERDICT_KEYS}  # what a verdict means: tests/test_verdicts.py
     now = {k: v for k, v in now.items() if k[1] not in VERDICT_KEYS}
@@ -276,7 +284,7 @@ def test_mixed_model_equals_the_recorded_one(swept):
         return (lambda field: GLMM.get(field, EXACT)) if row["test"] == "glmm_lrt" else (lambda field: EXACT)
 
     _assert_table(run, "mixed_model", ("test", "term", "condition"), tol)
-    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][MODEL]
     recorded = RECORDED["summary"]["mixed_model"]
     assert summary["mixed_model"]["test"] == recorded["test"] == "glmm_lrt"
     now, before = dict(_summary_leaves(summary["mixed_model"])), dict(_summary_leaves(recorded))
@@ -308,8 +316,9 @@ def test_generate_notebook_reports_bad_parameters(tmp_path):
 def test_committed_notebooks_are_clean_and_parameterized():
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").rglob("*.ipynb"))
     registered = {nb for s in studies.REGISTRY.values() for nb in s.notebooks.values()} | set(studies.RUN_ANALYSES.values())
-    # every one registered (a study's steps or an analysis of any run, cues), or the one-kernel quickstart
-    assert set(paths) == registered | {QUICKSTART}
+    # every one registered (a study's steps or an analysis of any run, cues), the one-kernel quickstart, or the
+    # instrument's validation read across runs
+    assert set(paths) == registered | {QUICKSTART, "notebooks/validation/power.ipynb"}
     assert set(NOTEBOOKS.values()) <= set(paths)
     for rel in paths:
         nb = nbformat.read(ROOT / rel, as_version=4)
@@ -516,7 +525,7 @@ def test_the_report_opens_in_a_browser_with_the_headline_numbers_and_no_code(swe
     assert "finding" in first["class"] and first.select_one("table.headline") and first.select_one("figure img")
     assert first.find_next_sibling("nav")["class"] == ["toc"], "the contents follow the finding"
     assert "analyze_run(" not in text and "import " not in text and "run_dir =" not in text, "code is shown"
-    summary = json.loads((run / "summary.json").read_text())["models"][RECORDED["model"]]
+    summary = json.loads((run / "summary.json").read_text())["models"][MODEL]
     tokens = _number_tokens(text)
     for condition, headline in summary["conditions"].items():
         for key in ("acc_up", "acc_down", "gap"):
