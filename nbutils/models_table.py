@@ -21,7 +21,7 @@ import pandas as pd
 
 from .readings import CONDITION_NAMES, has_readings, headline_record, reading
 from .records import model_block
-from .results import ALPHA, _finite, _shown, claim_of, fmt_alpha, fmt_p, verdict
+from .results import ALPHA, _finite, _shown, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
 
 MODELS_HEADING = "**The models side by side**"  # where results.md's models table starts (the report shows its own)
 PAGE_ROWS = 12  # models a LaTeX table holds on one page; more break across pages (longtable)
@@ -258,7 +258,8 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
         m, kind = r["model"], r["_reading"]
         rec = headline_record(summary, m, c)
         v = verdict(rec, alpha) if rec is not None else "invalid"
-        nums = f"OR {r['or']}, p {'= ' if r['p'][:1] == '.' else ''}{r['p']}" if r["p"] else ""
+        nums = (f"{odds_ratio_scale(rec)} OR {r['or']}, p {'= ' if r['p'][:1] == '.' else ''}{r['p']}, "
+                f"{short_method(rec)}") if r["p"] and rec is not None else ""  # the test and its scale, as results.md
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
         accs = f"{r[f'acc_{better[:-4]}_{c}']}% {better} vs {r[f'acc_{worse[:-4]}_{c}']}% {worse}"
         stated = c == "explicit"
