@@ -190,10 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             from .model_files import resolve_params
             from .notebooks import load_yaml, run_notebook
+            from .studies import params_of_notebook
 
             params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
             params.update(_cli_params(args.notebook, args.params))
-            out = run_notebook(args.notebook, args.output, params, args.kernel)
+            out = run_notebook(args.notebook, args.output, params, args.kernel,
+                               record=params_of_notebook(args.notebook))
             print(f"executed → {out}")
             _headline_after_analysis(args.notebook, args.output, params)
             return 0

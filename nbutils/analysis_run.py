@@ -1,6 +1,7 @@
-"""The one shape of every analysis of a run: each study's ``analyze_run`` is ``run(run_dir, Steps(...), **params)``.
+"""The one shape of every analysis of a run: each study's ``analyze_run`` is ``run(run_dir, STEPS, params)``.
 
-``run`` checks the analysis parameters (once, before anything in the run changes), removes the run's earlier results,
+``params`` is the study's parameter record (``nbutils.analysis_params``: frozen, every value checked when it was
+built, so before anything in the run changes; the steps read its attributes). ``run`` removes the run's earlier results,
 reads the scores, splits off the lower precisions of a model scored at several, has the study compute its tables,
 compares the precisions (precision sensitivity), adds the notes on score files left out, and has the study write
 its files. What differs between studies is what ``Steps`` holds: how they read their scores, what they compute and
@@ -23,46 +24,37 @@ from typing import Any, Callable
 import pandas as pd
 
 from . import artifacts, precision
+from .analysis_params import AnalysisParams
 from .runstore import excluded_notes, split_precisions
 
 Analysis = artifacts.Analysis
-
-
-def _no_check(params: dict) -> None:
-    return None
 
 
 @dataclass(frozen=True)
 class Steps:
     """What a study's analysis supplies to ``run``.
 
-    ``load(run_dir, include_limited, params)``: the run's scores (``runstore.load_scores``, joined with the dataset);
-    ``compute(scores, run_dir, params)``: the ``Analysis`` (tables, summary, notes, text) of the main scores;
-    ``write(analysis, run_dir, variants)``: its files (``artifacts.write_analysis``), ``variants`` being the scores
-    of the models scored at several precisions (or None); ``check(params)``: raise a ValueError naming a parameter
-    that is out of range. ``id_column``: the row id two precisions are compared on, None when the study cannot
-    compare decisions (``cannot_compare`` then says why); ``headline(scores, params)``: the study's headline
+    ``params``: the study's parameter record (a subclass of ``AnalysisParams``); every callback gets the record.
+    ``load(run_dir, params)``: the run's scores (``runstore.load_scores``, joined with the dataset; the limited runs'
+    too when ``params.include_limited``); ``compute(scores, run_dir, params)``: the ``Analysis`` (tables, summary,
+    notes, text) of the main scores; ``write(analysis, run_dir, variants)``: its files (``artifacts.write_analysis``),
+    ``variants`` being the scores of the models scored at several precisions (or None). ``id_column``: the row id two
+    precisions are compared on, None when the study cannot compare decisions (``cannot_compare`` then says why); ``headline(scores, params)``: the study's headline
     (estimate, ci_low, ci_high, p) on one model at one precision, None when it has none to recompute
     (``no_headline`` says why); ``source_notes(run_dir)``: the study's notes on its inputs; ``clears``: False for an
     analysis that adds to the study's results instead of replacing them (the cue profile).
     """
 
-    load: Callable[[Any, bool, dict], pd.DataFrame]
-    compute: Callable[[pd.DataFrame, Any, dict], Analysis]
+    params: type[AnalysisParams]
+    load: Callable[[Any, AnalysisParams], pd.DataFrame]
+    compute: Callable[[pd.DataFrame, Any, AnalysisParams], Analysis]
     write: Callable[[Analysis, Any, pd.DataFrame | None], list[Path]]
-    check: Callable[[dict], None] = _no_check
     id_column: str | None = None
     cannot_compare: str = ""
-    headline: Callable[[pd.DataFrame, dict], dict] | None = None
+    headline: Callable[[pd.DataFrame, AnalysisParams], dict] | None = None
     no_headline: str = ""
     source_notes: Callable[[Any], list[str]] | None = None
     clears: bool = True
-
-
-def check_use_r(value) -> None:
-    """``use_r`` is True or False (see the module docstring); else a ValueError naming it."""
-    if not isinstance(value, bool):
-        raise ValueError(f"use_r: must be true or false (true: R's fit when R has its packages), got {value!r}")
 
 
 def several_precisions(scores: pd.DataFrame) -> dict[str, list[str]]:
@@ -74,13 +66,15 @@ def several_precisions(scores: pd.DataFrame) -> dict[str, list[str]]:
     return {m: sorted(stems) for m, stems in by_model.items() if len(stems) > 1}
 
 
-def run(run_dir, steps: Steps, *, include_limited: bool = False, **params) -> Analysis:
-    """Analyse ``run_dir`` with a study's ``steps`` and ``params`` (see the module docstring); returns the
-    ``Analysis`` whose files were written."""
-    steps.check(params)
+def run(run_dir, steps: Steps, params: AnalysisParams) -> Analysis:
+    """Analyse ``run_dir`` with a study's ``steps`` and its parameter record ``params`` (see the module docstring);
+    returns the ``Analysis`` whose files were written."""
+    if not isinstance(params, steps.params):
+        raise TypeError(f"params: this analysis takes a {steps.params.__name__} (built with "
+                        f"{steps.params.__name__}.from_mapping), got {type(params).__name__}")
     if steps.clears:
         artifacts.clear_results(run_dir)
-    scores = steps.load(run_dir, include_limited, params)
+    scores = steps.load(run_dir, params)
     variants, precision_notes = None, []
     if steps.id_column is not None:
         scores, variants, precision_notes = split_precisions(scores)

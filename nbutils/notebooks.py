@@ -54,14 +54,18 @@ def notebook_parameters(notebook: str) -> set[str]:
     return set(parameters.declared(notebook))
 
 
-def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = ()) -> None:
+def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = (), record=None) -> None:
     """Unknown names are an error naming the source and the notebook's parameters (``fixed`` ones are set by the
-    sweep itself and may not be given); each value is checked against the notebook's declared type and its range."""
+    sweep itself and may not be given); each value is checked against the notebook's declared type and its range.
+    ``record``: the notebook's parameter record (an analysis's, ``analysis_params.AnalysisParams``), built from the
+    values it declares, so that its ranges are checked here too (the registry says which notebook has which)."""
     allowed = notebook_parameters(notebook) - set(fixed)
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"{source}: unknown parameter(s) {unknown} for {notebook}; allowed: {sorted(allowed)}")
     parameters.check_values(notebook, params, source)
+    if record is not None:
+        record.from_mapping({k: v for k, v in params.items() if k in record.names()}, where=source)
 
 
 def execute(notebook: str, output: Path, params: dict, kernel: str | None = None, progress: bool = False) -> None:
@@ -134,16 +138,17 @@ def _stderr_to(log: Path):
         os.close(saved)
 
 
-def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | None = None) -> Path:
-    """One notebook, its parameters checked against its ``parameters`` cell before papermill starts it, run under
-    the lock of the run directory it writes (its ``run_dir``, given or the notebook's default)."""
+def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | None = None, record=None) -> Path:
+    """One notebook, its parameters checked against its ``parameters`` cell (and its parameter ``record``, for an
+    analysis notebook) before papermill starts it, run under the lock of the run directory it writes (its
+    ``run_dir``, given or the notebook's default)."""
     nb = paths.resolve(notebook)
     if not nb.exists():
         raise ValueError(f"notebook: {nb} does not exist")
     if nb.suffix != ".ipynb" or not nb.is_file():
         raise ValueError(f"notebook: {nb} is not a notebook file (.ipynb); give one of the suite's notebooks, such as "
                          "notebooks/monotonicity/01_generate.ipynb")
-    check_parameters(notebook, params, "-p")
+    check_parameters(notebook, params, "-p", record=record)
     if isinstance(params.get("model"), str) and params["model"]:
         paths.check_model_folder(params["model"], paths.root())  # before a kernel starts (it runs in the root)
     adapter = params.get("adapter")

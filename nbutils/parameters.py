@@ -13,6 +13,7 @@ import functools
 from pathlib import Path
 
 from . import paths
+from .analysis_params import n_boot_field
 from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS, check_int
 
 
@@ -31,13 +32,6 @@ def integer(lo: int, hi: int | None = None, none: bool = False):
     return ok
 
 
-def _open(lo: float, hi: float):
-    def ok(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and lo < v < hi
-    ok.allowed = f"a number strictly between {lo} and {hi}"
-    return ok
-
-
 def _closed(lo: float, hi: float):
     def ok(v) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
@@ -45,13 +39,14 @@ def _closed(lo: float, hi: float):
     return ok
 
 
-# every numeric parameter of the shipped notebooks, by name: checked before the sweep or `run` starts any notebook
-# (the functions the notebooks call check them again, for a run in JupyterLab); the scoring settings' ranges are
-# those of ``score_settings.INTEGER_SETTINGS``
+# every numeric parameter of the shipped notebooks, by name, but an analysis's: checked before the sweep or `run`
+# starts any notebook (the functions the notebooks call check them again, for a run in JupyterLab); the scoring
+# settings' ranges are those of ``score_settings.INTEGER_SETTINGS``. An analysis notebook's parameters are checked as
+# its parameter record (``analysis_params``: the sweep and `run` pass it to ``notebooks.check_parameters``); ``n_boot``
+# is here too for the notebooks that bootstrap outside an analysis (the quickstart, the power study)
 RANGES = {
-    "n_boot": integer(1), "n_resamples": integer(99), "seed": integer(0), "min_overlap": integer(1),
-    "top_k": integer(1), "min_count": integer(1), "nearest_k": integer(1), "alpha": _open(0, 1), "train_fraction": _open(0, 1),
-    "rules_k": integer(1, none=True), "prompts_per_concept": integer(1), "n_examples": integer(1), "warn_tokens": integer(1),
+    "n_boot": integer(n_boot_field().metadata["min"]), "seed": integer(0),
+    "prompts_per_concept": integer(1), "n_examples": integer(1), "warn_tokens": integer(1),
     "n_questions": integer(1), "logic_share": _closed(0, 1), "n_null_personas": integer(1), "max_roots": integer(1, none=True),
     **{name: integer(lo, none=name in OPTIONAL_INTEGERS) for name, lo in INTEGER_SETTINGS.items()},
 }

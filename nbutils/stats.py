@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from .analysis_params import ALPHA
 from .records import RECORD_KEYS, Record  # noqa: F401 (the standard keys of every record)
 
 
@@ -170,7 +171,7 @@ def fit_problems(estimate, se=None, ci_low=None, ci_high=None, *, log_odds: bool
     return out
 
 
-def can_reject(record: dict, alpha: float = 0.05) -> bool:
+def can_reject(record: dict, alpha: float = ALPHA) -> bool:
     """False for a test whose smallest attainable p (``min_p``, e.g. a sign-flip test over 5 thresholds: 2/2^5 =
     .0625) is not below ``alpha``: it cannot find anything at this design, so it never stands in as a headline."""
     m = record.get("min_p")

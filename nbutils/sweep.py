@@ -90,15 +90,28 @@ def _check_settings(record, params: dict, model_file) -> None:
 
 # ---------------------------------------------------------------- the sweep
 
-def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
-              models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
-              n_boot: int | None = None, study: str | None = None, verbose: bool = False,
-              progress_every: float = 20.0, executor: str | None = None, ask=None) -> SweepReport:
-    """Generate once, score once per model file (failures reported, not fatal), then analyze.
+@dataclass(frozen=True)
+class SweepPlan:
+    """A sweep file checked whole (``check_sweep``): what the sweep will run, every value already refused or
+    accepted."""
 
-    ``executor``: ``local`` (here, one model after the other), ``slurm`` or ``submitit-local`` (one job array of
-    every model and shard, see ``nbutils.cluster``); default: the sweep file's, else local. ``ask``: how a cluster
-    sweep asks, after Ctrl-C, whether to cancel its jobs (default: the terminal)."""
+    record: studies.Study
+    run: Path
+    dataset: dict
+    model_params: list
+    analyze_params: dict
+    extra: dict  # run analysis → (notebook, its parameters)
+    executor: str
+    cluster: dict
+
+
+def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
+                models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
+                n_boot: int | None = None, study: str | None = None, executor: str | None = None) -> SweepPlan:
+    """The whole sweep checked before anything is written (nothing generated, scored or locked): the sweep file's
+    keys and kinds, the executor and its ``cluster:`` block, the dataset parameters against the generate notebook,
+    every model file as a ``ScoreSettings``, the ``analyze`` block (and a run analysis's block) as the analysis's
+    parameter record. An error names the file, the key, the value and what is accepted."""
     cfg = load_yaml(sweep_file, SWEEP_KEYS, "sweep") if sweep_file else {}
     source = str(sweep_file or "the sweep")
     executor = executors.check_executor(executor or cfg.get("executor") or "local", source)
@@ -141,20 +154,40 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     analyze_params = dict(cfg.get("analyze") or {})
     if n_boot is not None:
         analyze_params["n_boot"] = n_boot
-    check_parameters(nbs["analyze"], analyze_params, f"analyze block of {sweep_file or 'the sweep'}", fixed=("run_dir",))
     if limit is not None and "include_limited" in notebook_parameters(nbs["analyze"]):
         analyze_params.setdefault("include_limited", True)  # a --limit sweep analyses its limited scores
+    # the block as the notebook declares it, then as the study's parameter record (its ranges, once)
+    check_parameters(nbs["analyze"], analyze_params, f"analyze block of {source}", fixed=("run_dir",),
+                     record=record.analysis_params)
     extra = {}  # run analyses asked for by the sweep file (e.g. a `cues:` block), checked like every other notebook
     for key, nb in studies.RUN_ANALYSES.items():
         if key in cfg:
             if not isinstance(cfg[key] or {}, dict):
                 raise ValueError(f"sweep: {sweep_file}: `{key}` must be a mapping of {nb}'s parameters (or empty)")
             p = dict(cfg[key] or {})
-            check_parameters(nb, p, f"{key} block of {sweep_file}", fixed=("run_dir",))
             if limit is not None and "include_limited" in notebook_parameters(nb):
                 p.setdefault("include_limited", True)
+            check_parameters(nb, p, f"{key} block of {sweep_file}", fixed=("run_dir",),
+                             record=studies.run_analysis_params(key))
             extra[key] = (nb, dict(p, run_dir=str(run)))
     executors.check_host(executor, cluster_cfg, source)  # before anything is generated or written
+    return SweepPlan(record, run, ds, model_params, analyze_params, extra, executor, cluster_cfg)
+
+
+def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
+              models: list[str] | None = None, limit: int | None = None, kernel: str | None = None,
+              n_boot: int | None = None, study: str | None = None, verbose: bool = False,
+              progress_every: float = 20.0, executor: str | None = None, ask=None) -> SweepReport:
+    """Generate once, score once per model file (failures reported, not fatal), then analyze; the whole sweep is
+    checked first (``check_sweep``).
+
+    ``executor``: ``local`` (here, one model after the other), ``slurm`` or ``submitit-local`` (one job array of
+    every model and shard, see ``nbutils.cluster``); default: the sweep file's, else local. ``ask``: how a cluster
+    sweep asks, after Ctrl-C, whether to cancel its jobs (default: the terminal)."""
+    plan = check_sweep(sweep_file, run_dir, dataset, models, limit, kernel, n_boot, study, executor)
+    record, run, ds, model_params = plan.record, plan.run, plan.dataset, plan.model_params
+    analyze_params, extra, executor, cluster_cfg, nbs = (plan.analyze_params, plan.extra, plan.executor, plan.cluster,
+                                                         plan.record.notebooks)
     report = SweepReport(run, record.name)
     with run_lock(run):
         step = "generate"

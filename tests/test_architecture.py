@@ -345,16 +345,18 @@ def test_no_study_or_run_analysis_imports_by_a_string(path):
 
 def test_the_registry_resolves_only_its_own_records_strings():
     tree = ast.parse(REGISTRY_FILE.read_text())
-    study = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Study")
-    spec = next(n for n in study.body if isinstance(n, ast.FunctionDef) and n.name == "spec")
-    inside = {id(c) for c in _string_imports(spec)}
+    resolve = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_resolve")
+    inside = {id(c) for c in _string_imports(resolve)}
     outside = [c.lineno for c in _string_imports(tree) if id(c) not in inside]
-    assert not outside, f"nbutils/studies/__init__.py imports by a string outside Study.spec (line {outside})"
+    assert not outside, f"nbutils/studies/__init__.py imports by a string outside _resolve (line {outside})"
     for s in studies.REGISTRY.values():
-        if s.choice_items is not None:
-            module, _, function = s.choice_items.partition(":")
-            assert module.startswith(f"nbutils.studies.{s.name}.") and function.isidentifier(), \
-                f"{s.name}: choice_items {s.choice_items!r} must name a function in nbutils/studies/{s.name}/"
+        refs = [("params", s.params)] + ([("choice_items", s.choice_items)] if s.choice_items is not None else [])
+        for what, ref in refs:
+            module, _, name = ref.partition(":")
+            assert module.startswith(f"nbutils.studies.{s.name}.") and name.isidentifier(), \
+                f"{s.name}: {what} {ref!r} must name an object in nbutils/studies/{s.name}/"
+    for name, ref in studies.RUN_ANALYSIS_PARAMS.items():
+        assert ref.startswith(f"nbutils.analyses.{name}."), f"run analysis {name}: params {ref!r}"
 
 
 def test_every_study_folder_is_a_registered_study_and_every_run_analysis_is_listed():
@@ -372,14 +374,21 @@ ANALYSES = [f"nbutils.studies.{s}.analysis" for s in studies.REGISTRY] + [
 
 @pytest.mark.parametrize("module", ANALYSES)
 def test_every_analysis_has_one_entry_point_shape(module):
-    """``analyze_run(run_dir, *, seed=0, include_limited=False, **options)`` returning an ``Analysis``."""
+    """``analyze_run(run_dir, params=None, **options)`` returning an ``Analysis``: ``params`` the analysis's parameter
+    record (``analysis_params.AnalysisParams``: ``seed`` 0 and ``include_limited`` False by default), or its fields as
+    keywords; ``analysis_run.run`` does the rest."""
+    from nbutils.analysis_params import AnalysisParams
     from nbutils.artifacts import Analysis
 
-    sig = inspect.signature(importlib.import_module(module).analyze_run, eval_str=True)
+    mod = importlib.import_module(module)
+    sig = inspect.signature(mod.analyze_run, eval_str=True)
     params = list(sig.parameters.values())
     assert params[0].name == "run_dir" and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:]), f"{module}: options are keyword-only"
-    assert sig.parameters["seed"].default == 0 and sig.parameters["include_limited"].default is False
+    assert params[1].name == "params" and params[1].default is None, f"{module}: analyze_run(run_dir, params=None, ...)"
+    assert params[2].kind is inspect.Parameter.VAR_KEYWORD and len(params) == 3, f"{module}: options are keywords"
+    record = mod.STEPS.params
+    assert issubclass(record, AnalysisParams) and record.__dataclass_params__.frozen, module
+    assert record().seed == 0 and record().include_limited is False
     ret = sig.return_annotation
     assert isinstance(ret, type) and issubclass(ret, Analysis), f"{module}: analyze_run returns {ret!r}"
 

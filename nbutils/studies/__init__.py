@@ -20,6 +20,7 @@ DEFAULT = "monotonicity"  # the suite's core study: what a sweep file without `s
 # Analyses that read any choices study's run (dataset + scores) rather than scoring their own: a sweep file's key of the
 # same name, a mapping of the notebook's parameters, runs the notebook on the run after the study's analysis.
 RUN_ANALYSES = {"cues": "notebooks/cues/01_profile.ipynb"}  # ICQ cue profiling (Huang and Zhu), nbutils/analyses/cues/
+RUN_ANALYSIS_PARAMS = {"cues": "nbutils.analyses.cues.params:CueParams"}  # each one's parameter record
 RUN_ANALYSIS_DESCRIPTIONS = {"cues": "cue profiling: which surface cues predict a dataset's labels, and does a model "
                                      "follow them (an analysis of any run with answer options)"}
 
@@ -42,20 +43,23 @@ class Study:
     limit_strata: str | None = None
     score_defaults: dict = field(default_factory=dict)  # score parameters a study sets for every model (a model file overrides them)
     design: tuple[str, ...] = ()  # the dataset's columns that say which cell of the design an item is (those present)
+    params: str = ""  # "module:Class": the analysis's parameter record (an ``analysis_params.AnalysisParams``)
+
+    @property
+    def analysis_params(self) -> type:
+        """The record of this study's analysis parameters (its module imports nothing heavy)."""
+        return _resolve(self.params)
 
     @property
     def spec(self) -> DatasetSpec:
         """What the engine needs to score this study's dataset."""
-        fn = None
-        if self.choice_items:
-            module, name = self.choice_items.split(":")
-            fn = getattr(importlib.import_module(module), name)
+        fn = _resolve(self.choice_items) if self.choice_items else None
         return DatasetSpec(self.dataset_file, self.id_column, self.scorer, self.text_column, fn, self.limit_by,
                            self.limit_unit, self.limit_strata, what_makes_it=self.notebooks["generate"])
 
 
 REGISTRY: dict[str, Study] = {s.name: s for s in (
-    Study(name="monotonicity",
+    Study(name="monotonicity", params="nbutils.studies.monotonicity.params:MonotonicityParams",
           description="in-context concept learning of quantifiers: upward vs downward monotone (Wang, concept learning)",
           notebooks={"generate": "notebooks/monotonicity/01_generate.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/monotonicity/03_analyze.ipynb"},
@@ -63,13 +67,13 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
           choice_items="nbutils.studies.monotonicity.dataset:choice_items",
           limit_by=("concept",), limit_unit="pair_id", limit_strata="label",
           design=("concept", "threshold", "monotonicity", "condition", "template", "phrase", "answer_words")),
-    Study(name="negation",
+    Study(name="negation", params="nbutils.studies.negation.params:NegationParams",
           description="negation bias by sentence perplexity, stereotype-consistent vs -inconsistent (Wang, Sommerauer and Bloem)",
           notebooks={"generate": "notebooks/negation/01_stimuli.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/negation/03_analyze.ipynb"},
           dataset_file="stimuli.parquet", id_column="stimulus_id", scorer="sentences", text_column="sentence",
           limit_unit="item_id", design=("item_id", "category", "context", "form")),
-    Study(name="custom",
+    Study(name="custom", params="nbutils.studies.custom.params:CustomParams",
           description="a user's own prompt file (CSV, TSV, JSONL, Parquet) with Yes/No or multiple-choice answers, by group",
           notebooks={"generate": "notebooks/custom/01_load.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/custom/03_analyze.ipynb"},
@@ -77,7 +81,7 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
           choice_items="nbutils.studies.custom.dataset:choice_items",
           limit_by=("group",), limit_strata="answer",  # 01_load joins the group_by columns into `group`
           design=("group",)),  # and the file's own group_by columns, as its dataset's sidecar records them
-    Study(name="personas",
+    Study(name="personas", params="nbutils.studies.personas.params:PersonasParams",
           description="implicit bias as answer-level variance under sociodemographic vs null personas (DIF)",
           notebooks={"generate": "notebooks/personas/01_generate.ipynb", "score": SCORE_NOTEBOOK,
                      "analyze": "notebooks/personas/03_analyze.ipynb"},
@@ -86,6 +90,30 @@ REGISTRY: dict[str, Study] = {s.name: s for s in (
           limit_unit="question_id", limit_strata="question_type",  # `limit` questions, each under every persona
           design=("persona_id", "persona_kind", "category", "question_id", "question_type")),
 )}
+
+
+def _resolve(ref: str):
+    """The object a record names as ``"module:name"`` (a study's ``choice_items`` or parameter record)."""
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_analysis_params(name: str) -> type:
+    """The parameter record of the run analysis ``name`` (a key of ``RUN_ANALYSES``)."""
+    return _resolve(RUN_ANALYSIS_PARAMS[name])
+
+
+def params_of_notebook(notebook) -> type | None:
+    """The parameter record of an analysis notebook of the suite (a study's ``analyze`` notebook or a run analysis's),
+    None for any other notebook."""
+    try:
+        nb = paths.resolve(notebook).resolve()
+    except (OSError, ValueError, TypeError):
+        return None
+    for s in REGISTRY.values():
+        if paths.resolve(s.notebooks["analyze"]).resolve() == nb:
+            return s.analysis_params
+    return next((run_analysis_params(k) for k, v in RUN_ANALYSES.items() if paths.resolve(v).resolve() == nb), None)
 
 
 def get(name: str) -> Study:

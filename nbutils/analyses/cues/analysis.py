@@ -24,11 +24,13 @@ import numpy as np
 import pandas as pd
 
 from ... import analysis_run, artifacts, paths, runlock, runstore
+from ...analysis_params import ALPHA
 from ...stats import record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
 from . import features as feats
 from . import plots, results, stats
+from .params import CueParams
 
 CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue_used")
 
@@ -76,8 +78,8 @@ def _study1_features(data: pd.DataFrame, text: pd.Series, nearest_k: int) -> pd.
 
 
 def build(run_dir, study: str | None = None, text_column: str | None = None, premise_column: str | None = None,
-          split_column: str = "split", train_fraction: float = 0.5, seed: int = 0, bigrams: bool = False,
-          nearest_k: int = 5, use_spacy: bool = True) -> Profile:
+          split_column: str = "split", train_fraction: float = CueParams.train_fraction, seed: int = 0,
+          bigrams: bool = False, nearest_k: int = CueParams.nearest_k, use_spacy: bool = True) -> Profile:
     """Instances (id, item, text, premise, label, split), their boolean features, and notes, for the run's dataset."""
     rec = get(study) if study else for_run(run_dir)
     if rec.scorer != "choices":
@@ -182,8 +184,8 @@ def predictions(profile: Profile, scores: pd.DataFrame) -> pd.DataFrame | None:
     return m.drop(columns="choice")
 
 
-def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = 10, min_count: int = 5, alpha: float = 0.05,
-            seed: int = 0) -> Profile:
+def compute(profile: Profile, preds: pd.DataFrame | None, top_k: int = CueParams.top_k,
+            min_count: int = CueParams.min_count, alpha: float = ALPHA, seed: int = 0) -> Profile:
     """Cue discovery, then both model tests for each model in ``preds`` (see ``stats``); fills ``profile.tables``."""
     inst, F = profile.instances, profile.features
     cues = stats.discover(F, inst["label"], inst["split"], min_count=min_count, alpha=alpha)
@@ -257,31 +259,27 @@ def write(profile: Profile, run_dir) -> list[Path]:
         return files
 
 
-def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Profile:
-    p = build(run_dir, study=params["study"], text_column=params["text_column"],
-              premise_column=params["premise_column"], train_fraction=params["train_fraction"], seed=params["seed"],
-              bigrams=params["bigrams"], nearest_k=params["nearest_k"])
+def _compute(scores: pd.DataFrame, run_dir, params: CueParams) -> Profile:
+    p = build(run_dir, study=params.study, text_column=params.text_column, premise_column=params.premise_column,
+              train_fraction=params.train_fraction, seed=params.seed, bigrams=params.bigrams,
+              nearest_k=params.nearest_k)
     preds = predictions(p, scores)
     if preds is not None:
         p.scores = preds
-    return compute(p, preds, top_k=params["top_k"], min_count=params["min_count"], alpha=params["alpha"],
-                   seed=params["seed"])
+    return compute(p, preds, top_k=params.top_k, min_count=params.min_count, alpha=params.alpha, seed=params.seed)
 
 
 STEPS = analysis_run.Steps(
-    load=lambda run_dir, include_limited, params: load(run_dir, include_limited, params["study"]),
+    params=CueParams,
+    load=lambda run_dir, params: load(run_dir, params.include_limited, params.study),
     compute=_compute, write=lambda p, run_dir, variants: write(p, run_dir), clears=False,
     cannot_compare="the cue profile tests each score file as a model of its own; the study's own analysis compares "
                    "the precisions")
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, top_k: int = 10, min_count: int = 5,
-                alpha: float = 0.05, study: str | None = None, text_column: str | None = None,
-                premise_column: str | None = None, train_fraction: float = 0.5, bigrams: bool = False,
-                nearest_k: int = 5) -> Profile:
+def analyze_run(run_dir, params: CueParams | None = None, **options) -> Profile:
     """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``
-    (``analysis_run.run``)."""
-    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, top_k=top_k,
-                            min_count=min_count, alpha=alpha, study=study, text_column=text_column,
-                            premise_column=premise_column, train_fraction=train_fraction, bigrams=bigrams,
-                            nearest_k=nearest_k)
+    (``analysis_run.run``). ``params``: a ``CueParams``, or its fields as keywords (``top_k``, ``min_count``,
+    ``alpha``, ``study``, ``text_column``, ``premise_column``, ``train_fraction``, ``bigrams``, ``nearest_k``,
+    ``seed``, ``include_limited``; the record holds their defaults), checked before anything in the run changes."""
+    return analysis_run.run(run_dir, STEPS, CueParams.of(params, options))

@@ -24,6 +24,8 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from ... import stats as shared
+from ...analysis_params import ALPHA
+from .params import CueParams
 
 SPLITS = ("train", "test")
 
@@ -98,15 +100,12 @@ def _independence_p(table: np.ndarray) -> float:
     return float(sps.chi2_contingency(table, correction=False).pvalue)
 
 
-def discover(features: pd.DataFrame, labels: pd.Series, split: pd.Series, min_count: int = 5,
-             alpha: float = 0.05) -> pd.DataFrame:
+def discover(features: pd.DataFrame, labels: pd.Series, split: pd.Series, min_count: int = CueParams.min_count,
+             alpha: float = ALPHA) -> pd.DataFrame:
     """Cue discovery: one row per (feature, label) for every feature present ≥ ``min_count`` times in both splits
     (and absent somewhere), ranked by cueness (rank 1 = strongest; ties by name). Columns: feature, rank, label, count_train, count_test,
-    n_train, n_test, share_train, mse, jsd, cueness, lmi, pmi, cue_label, p, p_holm, significant."""
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
-        raise ValueError(f"min_count: must be a positive integer, got {min_count!r}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha: must be between 0 and 1, got {alpha!r}")
+    n_train, n_test, share_train, mse, jsd, cueness, lmi, pmi, cue_label, p, p_holm, significant. ``min_count`` and
+    ``alpha`` are checked where they are given (``CueParams``)."""
     if not (features.index.equals(labels.index) and labels.index.equals(split.index)):
         raise ValueError("features, labels and split must share one index")
     label_set = sorted(labels.unique(), key=str)
@@ -236,7 +235,7 @@ def distribution_test(labels: pd.Series, preds: pd.Series, has_feature: pd.Serie
     return out
 
 
-def probe(items: pd.DataFrame, cues: pd.DataFrame, top_k: int = 10, alpha: float = 0.05,
+def probe(items: pd.DataFrame, cues: pd.DataFrame, top_k: int = CueParams.top_k, alpha: float = ALPHA,
           seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both tests for every model and each of the ``top_k`` features, on the test split.
 
@@ -244,8 +243,6 @@ def probe(items: pd.DataFrame, cues: pd.DataFrame, top_k: int = 10, alpha: float
     feature (named as in ``cues``). Returns (accuracy table, distribution table); the distribution table carries the
     verdict ``used`` (both tests significant after Holm, both in the cue's direction).
     """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha: must be between 0 and 1, got {alpha!r}")
     top = top_features(cues, top_k)
     acc_rows, dist_rows = [], []
     for model, g in items[items["split"] == "test"].groupby("model", sort=False):

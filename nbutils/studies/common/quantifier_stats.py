@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import StratifiedTable
 
+from ...analysis_params import N_BOOT
 from ...stats import holm, sign_flip_test, t_interval, wilson
 
 CONCEPT_KEYS = ["family", "quantifier", "threshold", "monotonicity"]
@@ -112,7 +113,7 @@ def _mantel_haenszel(cells: pd.DataFrame) -> dict:
     return out
 
 
-def pooled_gap(df: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+def pooled_gap(df: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per model and condition: the gap pooled over matched thresholds, with two kinds of inference.
 
     About thresholds in general (the claim a paper makes): ``log_or_mean`` is the mean over thresholds of the
@@ -143,7 +144,7 @@ def pooled_gap(df: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> pd.DataFr
     return out
 
 
-def headline_gap(df: pd.DataFrame, n_boot: int = 2000, seed: int = 0, condition: str = "concept_learning") -> dict:
+def headline_gap(df: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0, condition: str = "concept_learning") -> dict:
     """The study's headline in one record: the pooled upward − downward accuracy gap of ``condition`` (the first
     condition when it is absent), with its threshold-bootstrap CI and the sign-flip p over thresholds."""
     g = pooled_gap(df, n_boot=n_boot, seed=seed)

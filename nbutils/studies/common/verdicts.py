@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...stats import claim, record, wilson
+from ...stats import ALPHA, claim, record, wilson
 
 CONSTANT_SHARE = 0.9  # one answer on this share of a condition's prompts or more: a near-constant responder
 STEP_MIN_N = 400  # prompts per model and condition from which the query-only model has a step at every threshold
@@ -217,7 +217,7 @@ def records(t: pd.DataFrame) -> list[dict]:
     return out
 
 
-def summary_blocks(t: pd.DataFrame, alpha: float = 0.05) -> dict:
+def summary_blocks(t: pd.DataFrame, alpha: float = ALPHA) -> dict:
     """Per model and condition, what the headline needs: ``floor``, ``uses_examples`` and ``constant`` (for
     ``summary["models"][model]["conditions"][condition]``; over both conditions under ``overall``)."""
     out: dict = {}

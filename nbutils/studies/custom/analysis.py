@@ -13,13 +13,15 @@ import pandas as pd
 from ... import analysis_run, artifacts, paths, precision
 from ...headline import generic_text
 from ...results import plural
-from ...runstore import check_int, load_scores
+from ...analysis_params import N_BOOT
+from ...runstore import load_scores
 from .. import get
 from ..common import claims
 from ..common import quantifier_mixed_models as qmixed
 from ..common import quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
 from . import plots, stats
+from .params import CustomParams
 
 MONOTONICITY_COLUMNS = ("concept", "family", "quantifier", "threshold", "monotonicity", "condition", "correct",
                         "pred_yes", "label", "margin", "pair_id")
@@ -34,9 +36,10 @@ def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
 Analysis = artifacts.Analysis
 
 
-def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, use_r: bool = True) -> Analysis:
-    """All tables from a joined scores frame (see ``load``); ``use_r``: the concept-learning mixed model's GLMM with
-    lme4 when R has it (see ``analysis_run``)."""
+def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options) -> Analysis:
+    """All tables from a joined scores frame (see ``load``); ``params``: a ``CustomParams``, or its fields as keywords
+    (``use_r``: the concept-learning mixed model's GLMM with lme4 when R has it, see ``analysis_run``)."""
+    params = CustomParams.of(params, options)
     a = Analysis(scores)
     t = a.tables
     t["accuracy"] = stats.accuracy_by_group(scores)
@@ -64,7 +67,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, use_r: bool
     for model, g in scores.groupby("model", sort=False):
         if g["choice"].nunique() == 1:
             a.notes.append(f"{model}: chooses {g['choice'].iloc[0]!r} for every prompt (pure response bias)")
-    mono, mono_notes = monotonicity_tables(scores, n_boot=n_boot, seed=seed, use_r=use_r)
+    mono, mono_notes = monotonicity_tables(scores, n_boot=params.n_boot, seed=params.seed, use_r=params.use_r)
     t.update(mono)
     a.notes += mono_notes
     a.summary = {"study": "custom", "records": stats.summary_records(t)}
@@ -86,7 +89,7 @@ def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, use_r: bool
     return a
 
 
-def monotonicity_tables(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0,
+def monotonicity_tables(scores: pd.DataFrame, n_boot: int = N_BOOT, seed: int = 0,
                         use_r: bool = True) -> tuple[dict, list[str]]:
     """The monotonicity study's accuracy per concept, Appendix-B table, pooled gap and mixed model, when the file has a ``concept``
     column the concept parser accepts and Yes/No answers; parts needing columns the file lacks are skipped with a note."""
@@ -156,21 +159,17 @@ def source_notes(run_dir) -> list[str]:
     return []
 
 
-def check(params: dict) -> None:
-    """The analysis parameters in range: ``n_boot`` an integer ≥ 1, ``use_r`` a bool."""
-    check_int("n_boot", params["n_boot"], 1)
-    analysis_run.check_use_r(params["use_r"])
-
-
 STEPS = analysis_run.Steps(
-    load=lambda run_dir, include_limited, params: load(run_dir, include_limited), compute=lambda scores, run_dir, params: compute(scores, **params), write=write, check=check,
+    params=CustomParams,
+    load=lambda run_dir, params: load(run_dir, params.include_limited),
+    compute=lambda scores, run_dir, params: compute(scores, params), write=write,
     id_column="row_id", source_notes=source_notes,
     no_headline="the custom study's headline tests are per group (accuracy against chance), so no one headline "
                 "is computed again at each precision; the decisions and the accuracy are compared")
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000,
-                use_r: bool = True) -> Analysis:
+def analyze_run(run_dir, params: CustomParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``)."""
-    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, n_boot=n_boot, use_r=use_r)
+    (``analysis_run.run``). ``params``: a ``CustomParams``, or its fields as keywords (``n_boot``, ``seed``,
+    ``include_limited``, ``use_r``; the record holds their defaults), checked before anything in the run changes."""
+    return analysis_run.run(run_dir, STEPS, CustomParams.of(params, options))

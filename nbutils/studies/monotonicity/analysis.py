@@ -6,22 +6,25 @@ from pathlib import Path
 import pandas as pd
 
 from ... import analysis_run, artifacts, models_table, paths, precision
-from ...runstore import check_int
 from ..common import model_comparison, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats
+from .params import MonotonicityParams
 from .scores import load_scores
 
 
 Analysis = artifacts.Analysis
 
 
-def compute(scores: pd.DataFrame, n_boot: int = 2000, seed: int = 0, rules_k: int | None = None,
-            use_r: bool = True, order: list[str] | None = None, parameters: dict | None = None) -> Analysis:
+def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, order: list[str] | None = None,
+            parameters: dict | None = None, **options) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
     when R is installed (the GEE, always fitted, is the headline otherwise); ``rules_k`` None: 5, or the prompts'
     number of examples when it is smaller. With several models, each is compared with the first of ``order`` (default:
     the order of the frame) on the prompts both scored. ``parameters``: each model's number of parameters, where
-    known (the models table prints it). ``analyze_run`` checks the parameters (``check``)."""
+    known (the models table prints it). ``params``: the analysis's parameter record (``n_boot``, ``seed``, ``rules_k``,
+    ``use_r``), or its fields as keywords."""
+    params = MonotonicityParams.of(params, options)
+    n_boot, seed, rules_k, use_r = params.n_boot, params.seed, params.rules_k, params.use_r
     a = Analysis(scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
@@ -153,19 +156,10 @@ PAPER_TABLES = {
 }
 
 
-def check(params: dict) -> None:
-    """The analysis parameters in range: ``n_boot`` an integer ≥ 1, ``rules_k`` None or an integer ≥ 1, ``use_r`` a
-    bool."""
-    check_int("n_boot", params.get("n_boot", 2000), 1)
-    analysis_run.check_use_r(params.get("use_r", True))
-    if params.get("rules_k") is not None:
-        check_int("rules_k", params["rules_k"], 1)
-
-
-def _compute(scores: pd.DataFrame, run_dir, params: dict) -> Analysis:
+def _compute(scores: pd.DataFrame, run_dir, params: MonotonicityParams) -> Analysis:
     order = model_comparison.scored_order(run_dir, scores["model"].unique(), scores.attrs.get("slugs")) \
         if len(scores) else None
-    return compute(scores, order=order, parameters=parameters(run_dir, scores), **params)
+    return compute(scores, params, order=order, parameters=parameters(run_dir, scores))
 
 
 def parameters(run_dir, scores: pd.DataFrame) -> dict:
@@ -186,14 +180,15 @@ def parameters(run_dir, scores: pd.DataFrame) -> dict:
 
 
 STEPS = analysis_run.Steps(
-    load=lambda run_dir, include_limited, params: load_scores(run_dir, include_limited=include_limited),
-    compute=_compute, write=write, check=check, id_column="prompt_id",
-    headline=lambda d, params: quantifier_stats.headline_gap(d, n_boot=params["n_boot"], seed=params["seed"]))
+    params=MonotonicityParams,
+    load=lambda run_dir, params: load_scores(run_dir, include_limited=params.include_limited),
+    compute=_compute, write=write, id_column="prompt_id",
+    headline=lambda d, params: quantifier_stats.headline_gap(d, n_boot=params.n_boot, seed=params.seed))
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, n_boot: int = 2000,
-                rules_k: int | None = None, use_r: bool = True) -> Analysis:
+def analyze_run(run_dir, params: MonotonicityParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``: precision sensitivity with the pooled gap as the headline at each precision)."""
-    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, n_boot=n_boot,
-                            rules_k=rules_k, use_r=use_r)
+    (``analysis_run.run``: precision sensitivity with the pooled gap as the headline at each precision). ``params``: a
+    ``MonotonicityParams``, or its fields as keywords (``n_boot``, ``seed``, ``include_limited``, ``rules_k``,
+    ``use_r``; the record holds their defaults), checked before anything in the run changes."""
+    return analysis_run.run(run_dir, STEPS, MonotonicityParams.of(params, options))

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...results import fmt_alpha, fmt_num, fmt_p, reason, verdict
+from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, reason, verdict
 from ...stats import claim, record
 from ..common.quantifier_stats import _mantel_haenszel, threshold_cells, threshold_units
 from ..common.variants import AXES, wording
@@ -221,7 +221,7 @@ def records(table: pd.DataFrame, het: pd.DataFrame) -> list[dict]:
     return json_clean(out)
 
 
-def _stat(rec: dict, alpha: float = 0.05) -> str:
+def _stat(rec: dict, alpha: float = ALPHA) -> str:
     """χ²(df) = x or F(df1, df2) = x, APA style, with its p (printed on its own side of ``alpha``)."""
     s, df = rec.get("statistic"), rec.get("df")
     if rec.get("method") == "glmm_lrt":
@@ -229,7 +229,7 @@ def _stat(rec: dict, alpha: float = 0.05) -> str:
     return f"F({int(df)}, {int(rec.get('df_denom'))}) = {fmt_num(s)}, {fmt_p(rec.get('p'), alpha)}"
 
 
-def sentences(summary: dict, alpha: float = 0.05) -> list[str]:
+def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
     """One line per heterogeneity record for results.md: how many variants show the gap (upward better), its range,
     and the heterogeneity test in APA style with what it means."""
     lines = []

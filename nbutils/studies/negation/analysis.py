@@ -11,6 +11,7 @@ from ...headline import generic_text
 from ...results import plural
 from ...runstore import load_scores
 from .. import get
+from .params import NegationParams
 from .plots import interaction_plot
 from .stats import (PY_TEST, R_TEST, cell_means, fit_info_table, lmm_tables, predicted_cells, records, seed_table,
                     use_r_default)
@@ -37,13 +38,14 @@ Analysis = artifacts.Analysis
 LATEX = ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl")
 
 
-def compute(scores: pd.DataFrame, use_r: bool = True) -> Analysis:
+def compute(scores: pd.DataFrame, params: NegationParams | None = None, **options) -> Analysis:
     """All negation tables from a joined scores frame (see ``load_negation_scores``); ``predicted`` (the model's
     predicted cells, drawn in the interaction figure) is kept with them but not written as a table.
 
     ``use_r`` True fits the LMMs with lme4/lmerTest when R has them (Satterthwaite t, the headline), else with
-    statsmodels MixedLM (z); False always with statsmodels.
+    statsmodels MixedLM (z); False always with statsmodels. ``params``: a ``NegationParams``, or its fields as keywords.
     """
+    use_r = NegationParams.of(params, options).use_r
     a = Analysis(scores)
     coefs, info, agreement = lmm_tables(scores, use_r=use_r and use_r_default())
     a.tables = {"lmm_coefficients": coefs, "lmm_fits": fit_info_table(info), "spec_agreement": agreement,
@@ -89,18 +91,20 @@ def write(a: Analysis, run_dir) -> list[Path]:
 
 
 STEPS = analysis_run.Steps(
-    load=lambda run_dir, include_limited, params: load_negation_scores(run_dir, include_limited=include_limited),
-    compute=lambda scores, run_dir, params: compute(scores, use_r=params["use_r"]),
-    write=lambda a, run_dir, variants: write(a, run_dir), check=lambda params: analysis_run.check_use_r(params["use_r"]),
+    params=NegationParams,
+    load=lambda run_dir, params: load_negation_scores(run_dir, include_limited=params.include_limited),
+    compute=lambda scores, run_dir, params: compute(scores, params),
+    write=lambda a, run_dir, variants: write(a, run_dir),
     cannot_compare="the negation study scores sentences (perplexity), with no decision to compare between "
                    "precisions, so each precision is analysed as a model of its own")
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, use_r: bool = True) -> Analysis:
+def analyze_run(run_dir, params: NegationParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
     (``analysis_run.run``).
 
-    ``use_r`` True: lme4/lmerTest when R has them, else statsmodels MixedLM; False: statsmodels. ``seed`` is there
-    because every study's ``analyze_run`` takes one; nothing in these fits is drawn at random.
+    ``params``: a ``NegationParams``, or its fields as keywords (``use_r``: lme4/lmerTest when R has them, else
+    statsmodels MixedLM; False: statsmodels; ``include_limited``; ``seed``, there because every analysis takes one:
+    nothing in these fits is drawn at random), checked before anything in the run changes.
     """
-    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, use_r=use_r)
+    return analysis_run.run(run_dir, STEPS, NegationParams.of(params, options))

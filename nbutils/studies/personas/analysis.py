@@ -8,8 +8,9 @@ import pandas as pd
 from ... import analysis_run, artifacts, precision, studies
 from ...headline import generic_text
 from ...results import plural
-from ...runstore import check_int, load_scores
+from ...runstore import load_scores
 from . import plots, stats
+from .params import PersonasParams
 
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
 
@@ -17,15 +18,16 @@ LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "a
 Analysis = artifacts.Analysis
 
 
-def compute(scores: pd.DataFrame, min_overlap: int = stats.MIN_OVERLAP, n_resamples: int = 9999, seed: int = 0,
-            alternative: str = "two-sided") -> Analysis:
-    """All tables from a joined scores frame (see ``runstore.load_scores``); ``analyze_run`` checks the parameters
-    (``check``)."""
+def compute(scores: pd.DataFrame, params: PersonasParams | None = None, **options) -> Analysis:
+    """All tables from a joined scores frame (see ``runstore.load_scores``); ``params``: a ``PersonasParams``, or its
+    fields as keywords."""
+    params = PersonasParams.of(params, options)
+    min_overlap, alternative = params.min_overlap, params.alternative
     a = Analysis(scores)
     t = a.tables
     t["accuracy"] = stats.accuracy_table(scores)
     t["dif"] = stats.dif_table(scores, min_overlap)
-    t["null_comparison"] = stats.null_comparison(t["dif"], n_resamples, seed, alternative)
+    t["null_comparison"] = stats.null_comparison(t["dif"], params.n_resamples, params.seed, alternative)
     t["categories"] = stats.category_summary(t["dif"], t["accuracy"])
     t["models"] = stats.model_table(t["dif"], t["accuracy"])
     t["accuracy_vs_dif"] = stats.accuracy_vs_dif(t["models"])
@@ -72,16 +74,10 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     return artifacts.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 
-def check(params: dict) -> None:
-    """The analysis parameters in range: ``min_overlap`` an integer ≥ 1, ``n_resamples`` an integer ≥ 99."""
-    check_int("min_overlap", params["min_overlap"], 1)
-    check_int("n_resamples", params["n_resamples"], 99)
-
-
-def headline(scores: pd.DataFrame, params: dict) -> dict:
+def headline(scores: pd.DataFrame, params: PersonasParams) -> dict:
     """The headline at one precision: the bias of real personas minus that of the first null kind (Welch's t)."""
-    dif = stats.dif_table(scores, params["min_overlap"])
-    t = stats.null_comparison(dif, params["n_resamples"], params["seed"], params["alternative"])
+    dif = stats.dif_table(scores, params.min_overlap)
+    t = stats.null_comparison(dif, params.n_resamples, params.seed, params.alternative)
     if t.empty:
         return {}
     r = t.iloc[0]
@@ -89,17 +85,17 @@ def headline(scores: pd.DataFrame, params: dict) -> dict:
 
 
 STEPS = analysis_run.Steps(
-    load=lambda run_dir, include_limited, params: load_scores(run_dir, studies.get("personas").spec,
-                                                      include_limited=include_limited),
-    compute=lambda scores, run_dir, params: compute(scores, params["min_overlap"], params["n_resamples"],
-                                                    params["seed"], params["alternative"]),
-    write=lambda a, run_dir, variants: write(a, run_dir, variants), check=check,
+    params=PersonasParams,
+    load=lambda run_dir, params: load_scores(run_dir, studies.get("personas").spec,
+                                             include_limited=params.include_limited),
+    compute=lambda scores, run_dir, params: compute(scores, params),
+    write=lambda a, run_dir, variants: write(a, run_dir, variants),
     id_column=studies.get("personas").spec.id_column, headline=headline)
 
 
-def analyze_run(run_dir, *, seed: int = 0, include_limited: bool = False, min_overlap: int = stats.MIN_OVERLAP,
-                n_resamples: int = 9999, alternative: str = "two-sided") -> Analysis:
+def analyze_run(run_dir, params: PersonasParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``: precision sensitivity with the real − null bias as the headline at each precision)."""
-    return analysis_run.run(run_dir, STEPS, include_limited=include_limited, seed=seed, min_overlap=min_overlap,
-                            n_resamples=n_resamples, alternative=alternative)
+    (``analysis_run.run``: precision sensitivity with the real − null bias as the headline at each precision).
+    ``params``: a ``PersonasParams``, or its fields as keywords (``min_overlap``, ``n_resamples``, ``alternative``,
+    ``seed``, ``include_limited``; the record holds their defaults), checked before anything in the run changes."""
+    return analysis_run.run(run_dir, STEPS, PersonasParams.of(params, options))

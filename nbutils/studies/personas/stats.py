@@ -18,11 +18,11 @@ from statsmodels.stats.contingency_tables import mcnemar
 
 from ...artifacts import json_clean
 from ...stats import claim, holm, record, stars, wilson
+from .params import ALTERNATIVES, PersonasParams
 
 BASELINE = "baseline"
 NULL_KINDS = ("null_random", "null_word")
-MIN_OVERLAP = 10  # |Cᵢ ∩ C_b| below this: the ratio is flagged unstable
-ALTERNATIVES = ("two-sided", "greater", "less")
+MIN_OVERLAP = PersonasParams.min_overlap  # |Cᵢ ∩ C_b| below this: the ratio is flagged unstable
 
 
 def dif_ratio(correct_i, correct_b) -> dict:
@@ -123,7 +123,8 @@ def dif_table(scores: pd.DataFrame, min_overlap: int = MIN_OVERLAP) -> pd.DataFr
     return out
 
 
-def compare_groups(real, null, n_resamples: int = 9999, seed: int = 0, alternative: str = "two-sided") -> dict:
+def compare_groups(real, null, n_resamples: int = PersonasParams.n_resamples, seed: int = 0,
+                   alternative: str = PersonasParams.alternative) -> dict:
     """Real vs null bias scores: Welch's t-test (scipy ``ttest_ind(equal_var=False)``) and a permutation test of the
     difference in means over persona labels (scipy ``permutation_test``, independent samples)."""
     if alternative not in ALTERNATIVES:
@@ -151,7 +152,7 @@ def compare_groups(real, null, n_resamples: int = 9999, seed: int = 0, alternati
     return out
 
 
-def null_comparison(dif: pd.DataFrame, n_resamples: int = 9999, seed: int = 0,
+def null_comparison(dif: pd.DataFrame, n_resamples: int = PersonasParams.n_resamples, seed: int = 0,
                     alternative: str = "two-sided") -> pd.DataFrame:
     """Per model and null kind: do real personas move the answers more than null ones (bias = 1 − DIF)?"""
     rows = []
