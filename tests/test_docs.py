@@ -142,10 +142,10 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
         return
     calls = []
 
-    def run_notebook(notebook, output, params, kernel=None):
+    def run_notebook(notebook, output, params, kernel=None, record=None):
         if not paths.resolve(notebook).is_file():
             raise ValueError(f"notebook: {notebook} does not exist")
-        notebooks.check_parameters(notebook, params, "-p")
+        notebooks.check_parameters(notebook, params, "-p", record=record)
         calls.append(notebook)
         return Path("checked")
 

@@ -724,9 +724,9 @@ def test_the_output_notebook_may_not_be_a_run_file_or_the_source(run, no_noteboo
     ({"rules_k": 0}, r"^rules_k: .*must be an integer ≥ 1 or null"),
 ])
 def test_numbers_are_checked_with_their_range_before_the_work_starts(run, params, match):
-    from nbutils.studies.monotonicity.analysis import analyze_run
+    from nbutils.studies.monotonicity.analysis import MonotonicityParams, analyze_run
 
-    refused(run, lambda: check_parameters(ANALYZE, params, "-p"), match)
+    refused(run, lambda: check_parameters(ANALYZE, params, "-p", record=MonotonicityParams), match)
     refused(run, lambda: analyze_run(run, **params), match.replace(".*must", "must").replace(" or null", ""))
 
 
@@ -738,7 +738,10 @@ def test_numbers_are_checked_with_their_range_before_the_work_starts(run, params
     ("notebooks/personas/01_generate.ipynb", {"logic_share": 2}, r"^logic_share: .*from 0 to 1"),
 ])
 def test_other_numeric_parameters_are_checked_with_their_range(run, notebook, params, match):
-    refused(run, lambda: check_parameters(notebook, params, "-p"), match)
+    from nbutils import studies
+
+    record = studies.params_of_notebook(notebook)  # an analysis notebook's: its parameter record, as `run` passes it
+    refused(run, lambda: check_parameters(notebook, params, "-p", record=record), match)
 
 
 def test_rules_k_defaults_to_what_the_dataset_allows():
@@ -1193,3 +1196,60 @@ def test_a_sweep_checks_every_model_files_settings_before_it_generates(run, tmp_
     refused(run, lambda: run_sweep(yaml_file(tmp_path, "s.yaml", cfg)), match)
     assert time.perf_counter() - t0 < 2.0
     assert not no_notebook_runs
+
+
+ANALYZE_BLOCKS = [  # (sweep file's study, its block, the error): every analysis record's ranges and names
+    ("monotonicity", {"analyze": {"n_boot": 0}}, r"^n_boot: analyze block of .*s\.yaml: must be an integer ≥ 1, got 0$"),
+    ("monotonicity", {"analyze": {"rules_k": 0}}, r"^rules_k: analyze block of .*s\.yaml: must be an integer ≥ 1"),
+    ("monotonicity", {"analyze": {"use_r": "yes"}}, r"^use_r: analyze block of .*s\.yaml: must be bool"),
+    ("monotonicity", {"analyze": {"n_boot": 10, "bootstraps": 5}},
+     r"^analyze block of .*s\.yaml: unknown parameter\(s\) \['bootstraps'\] .*allowed: \['include_limited', 'n_boot'"),
+    ("personas", {"analyze": {"n_resamples": 50}}, r"^n_resamples: analyze block of .*s\.yaml: must be an integer ≥ 99"),
+    ("personas", {"analyze": {"alternative": "up"}},
+     r"^alternative: analyze block of .*: must be one of \['two-sided', 'greater', 'less'\], got 'up'"),
+    ("custom", {"analyze": {"n_boot": -1}}, r"^n_boot: analyze block of .*s\.yaml: must be an integer ≥ 1, got -1"),
+    ("custom", {"cues": {"alpha": 2}}, r"^alpha: cues block of .*s\.yaml: must be a number strictly between 0 and 1, "
+                                       r"got 2"),
+    ("custom", {"cues": {"train_fraction": 1.0}}, r"^train_fraction: cues block of .*: must be a number strictly"),
+    ("custom", {"cues": {"top_k": 0}}, r"^top_k: cues block of .*s\.yaml: must be an integer ≥ 1, got 0"),
+    ("monotonicity", {"executor": "gpu"},
+     r"^executor: .*s\.yaml: must be one of \['local', 'submitit-local', 'slurm'\], got 'gpu'"),
+    ("monotonicity", {"executor": "submitit-local", "cluster": {"shards_per_model": 0}},
+     r"^cluster\.shards_per_model: .*s\.yaml: must be .*, got 0"),
+    ("monotonicity", {"cluster": {"gpus": 1}}, r"^cluster: .*s\.yaml: unknown key\(s\) \['gpus'\]; allowed: \["),
+]
+SWEEP_DATASETS = {"monotonicity": GOOD, "personas": {"n_questions": 2}, "custom": None}
+
+
+@pytest.mark.parametrize("study, block, match", ANALYZE_BLOCKS)
+def test_a_sweep_checks_its_analyze_cues_and_executor_blocks_before_anything_is_written(tmp_path, study, block, match,
+                                                                                       no_notebook_runs):
+    """A bad value in the analyze block (as the study's parameter record), a run analysis's block (the cue profile's
+    record) or the executor and cluster blocks stops the sweep before the dataset is generated: the run folder is
+    never made, no notebook runs, no lock is taken; the error names the key, the sweep file, the value and what is
+    accepted. The whole check takes milliseconds."""
+    import time
+
+    ds = (str(ROOT / "params/custom/datasets/example_yesno.yaml") if SWEEP_DATASETS[study] is None
+          else yaml_file(tmp_path, "ds.yaml", SWEEP_DATASETS[study]))
+    run = tmp_path / "run"
+    cfg = {"study": study, "run_dir": str(run), "dataset": ds,
+           "models": [str(ROOT / "params/models/smollm2-135m-instruct.yaml")], **block}
+    f = yaml_file(tmp_path, "s.yaml", cfg)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        run_sweep(f)
+    assert time.perf_counter() - t0 < 2.0
+    assert not run.exists() and not no_notebook_runs
+
+
+def test_the_shipped_sweep_files_pass_the_whole_check_without_writing(tmp_path, no_notebook_runs):
+    """Every shipped sweep file of a local study passes ``check_sweep`` (what `nbutils sweep` does before it writes),
+    and the check writes nothing."""
+    from nbutils.sweep import check_sweep
+
+    for name in ("ci", "demo", "cues_ci", "custom_ci", "negation_ci", "personas_ci", "precision_ci"):
+        plan = check_sweep(ROOT / "params" / f"{name}.yaml", run_dir=str(tmp_path / name))
+        record = plan.record.analysis_params
+        assert record.from_mapping(plan.analyze_params).as_dict().items() >= plan.analyze_params.items(), name
+    assert list(tmp_path.iterdir()) == [] and not no_notebook_runs
