@@ -105,7 +105,8 @@ def discover(features: pd.DataFrame, labels: pd.Series, split: pd.Series, min_co
     """Cue discovery: one row per (feature, label) for every feature present ≥ ``min_count`` times in both splits
     (and absent somewhere), ranked by cueness (rank 1 = strongest; ties by name). Columns: feature, rank, label, count_train, count_test,
     n_train, n_test, share_train, mse, jsd, cueness, lmi, pmi, cue_label, p, p_holm, significant. ``min_count`` and
-    ``alpha`` are checked where they are given (``CueParams``)."""
+    ``alpha`` are checked by the cue profile's parameter record (``CueParams``), called here directly too."""
+    CueParams(min_count=min_count, alpha=alpha)
     if not (features.index.equals(labels.index) and labels.index.equals(split.index)):
         raise ValueError("features, labels and split must share one index")
     label_set = sorted(labels.unique(), key=str)
@@ -241,8 +242,10 @@ def probe(items: pd.DataFrame, cues: pd.DataFrame, top_k: int = CueParams.top_k,
 
     ``items``: one row per (model, instance) with columns model, label, pred, split and one boolean column per
     feature (named as in ``cues``). Returns (accuracy table, distribution table); the distribution table carries the
-    verdict ``used`` (both tests significant after Holm, both in the cue's direction).
+    verdict ``used`` (both tests significant after Holm, both in the cue's direction); ``top_k`` and ``alpha`` checked
+    by ``CueParams``.
     """
+    CueParams(top_k=top_k, alpha=alpha)
     top = top_features(cues, top_k)
     acc_rows, dist_rows = [], []
     for model, g in items[items["split"] == "test"].groupby("model", sort=False):
