@@ -167,6 +167,8 @@ def test_the_records_read_a_notebooks_values_as_the_keywords_would():
                        ({"min_count": 0}, r"^min_count: must be an integer ≥ 1, got 0")]:
         with pytest.raises(ValueError, match=match):
             cues.CueParams.from_mapping(bad)
+        with pytest.raises(ValueError, match=match):  # the cue profile checks them before it reads the run
+            cues.analyze_run("never-read", **bad)
     with pytest.raises(ValueError, match=r"^alternative: must be one of \['two-sided', 'greater', 'less'\], got 'up'"):
         personas.PersonasParams(alternative="up")
     with pytest.raises(dataclasses.FrozenInstanceError):
