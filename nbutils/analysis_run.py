@@ -1,4 +1,5 @@
-"""The one shape of every analysis of a run: each study's ``analyze_run`` is ``run(run_dir, STEPS, params)``.
+"""The one shape of every analysis of a run: each study's ``analyze_run`` is ``run(run_dir, STEPS, params)``; the
+``Analysis`` it returns, and ``write_analysis``, the one writer of an analysis's files.
 
 ``params`` is the study's parameter record (``nbutils.analysis_params``: frozen, every value checked when it was
 built, so before anything in the run changes; the steps read its attributes). ``run`` removes the run's earlier results,
@@ -17,17 +18,98 @@ them, else with the Python fit that stands in for it; False always uses Python.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from . import artifacts, precision
+from . import artifacts, paths, precision, runlock
 from .analysis_params import AnalysisParams
 from .runstore import excluded_notes, split_precisions
 
-Analysis = artifacts.Analysis
+
+@dataclass
+class Analysis:
+    """Every table of a run's analysis, plus the files written (each study's ``analysis.compute`` fills one)."""
+
+    scores: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    text: str = ""  # the results in words (Markdown, ``nbutils.results``), written to results.md
+
+
+def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
+                   float_format: str = "%.3f", replaces: bool = True, tex: dict | None = None) -> list[Path]:
+    """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
+    ``latex``, a dict where some take options of ``latex.table``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
+    stay in ``a.tables`` for the reader but are not written; ``tex``: name → a table's own LaTeX, written as
+    ``tables/<name>.tex`` beside its CSV), each of ``figures`` (name → matplotlib figure) as PNG
+    and PDF under ``figures/`` (then closed), ``results.md`` and ``summary.json``. Sets and returns ``a.files``.
+
+    The files that say a run's results (``summary.json``, ``results.md``, ``report.html``) are removed first and
+    written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
+    leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
+    (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
+    own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
+    ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
+    tell when they changed or disappeared since. ``records.summary_json`` makes the summary JSON (its
+    ``schema_version``, the records as objects). Everything is written under the run's lock."""
+    with runlock.hold(run_dir, "writing its analysis"):
+        return _write_analysis(a, run_dir, figures, latex, index, skip, float_format, replaces, tex or {})
+
+
+def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, float_format: str,
+                    replaces: bool, tex: dict) -> list[Path]:
+    import matplotlib.pyplot as plt
+
+    from .records import summary_json
+
+    run = paths.resolve(run_dir)
+    if replaces:
+        clear_results(run)
+    else:
+        paths.report_path(run).unlink(missing_ok=True)
+    tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
+    for folder in (tdir, fdir):
+        paths.check_inside(run, folder / "x", "run_dir")
+    files = []
+    for name, t in a.tables.items():
+        if name not in skip:
+            tex_of = (latex.get(name) or True) if isinstance(latex, dict) and name in latex else name in latex
+            files += artifacts.write_table(t, tdir / name, index=name in index, latex=tex_of,
+                                           float_format=float_format)
+    for name, text in tex.items():
+        files.append(artifacts.write_text(text, tdir / f"{name}.tex"))  # names the study chose, never a model name
+    for name, fig in figures.items():
+        files += artifacts.save_figure(fig, fdir / name)
+        plt.close(fig)
+    if a.text:
+        files.append(artifacts.write_text(a.text, paths.results_path(run)))
+    if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
+        from .headline import entries
+
+        a.summary["headline"] = artifacts.json_clean(entries(a.summary))
+        a.summary["analysed"] = artifacts.now_utc()  # a report refuses an executed notebook older than this
+    a.summary["inputs"] = analysis_inputs(run)
+    files.append(artifacts.write_json(summary_json(a.summary), paths.summary_path(run)))
+    a.files = files
+    return files
+
+
+def clear_results(run_dir) -> None:
+    """Remove a run's ``summary.json``, ``results.md`` and ``report.html``: every study's analysis does so first, so
+    one that fails on its way (an error, a full disk) leaves no results of an earlier analysis that look like its own."""
+    for done in (paths.summary_path(run_dir), paths.results_path(run_dir), paths.report_path(run_dir)):
+        done.unlink(missing_ok=True)
+
+
+def analysis_inputs(run_dir) -> dict:
+    """What an analysis could read, for ``summary["inputs"]``: the sha256 of every score file in the run that an
+    analysis reads (``paths.analysable_score_files``), so that a report can tell when they changed since."""
+    return {"score_files": {p.name: artifacts.sha256_file(p) for p in paths.analysable_score_files(run_dir)}}
 
 
 @dataclass(frozen=True)
@@ -37,11 +119,11 @@ class Steps:
     ``params``: the study's parameter record (a subclass of ``AnalysisParams``); every callback gets the record.
     ``load(run_dir, params)``: the run's scores (``runstore.load_scores``, joined with the dataset; the limited runs'
     too when ``params.include_limited``); ``compute(scores, run_dir, params)``: the ``Analysis`` (tables, summary,
-    notes, text) of the main scores; ``write(analysis, run_dir, variants)``: its files (``artifacts.write_analysis``),
+    notes, text) of the main scores; ``write(analysis, run_dir, variants)``: its files (``write_analysis``),
     ``variants`` being the scores of the models scored at several precisions (or None). ``id_column``: the row id two
-    precisions are compared on, None when the study cannot compare decisions (``cannot_compare`` then says why); ``headline(scores, params)``: the study's headline
-    (estimate, ci_low, ci_high, p) on one model at one precision, None when it has none to recompute
-    (``no_headline`` says why); ``source_notes(run_dir)``: the study's notes on its inputs; ``clears``: False for an
+    precisions are compared on, None when the study cannot compare decisions (``cannot_compare`` then says why);
+    ``headline(scores, params)``: the study's headline (estimate, ci_low, ci_high, p) on one model at one precision,
+    None when it has none to recompute (``no_headline`` says why); ``source_notes(run_dir)``: the study's notes on its inputs; ``clears``: False for an
     analysis that adds to the study's results instead of replacing them (the cue profile).
     """
 
@@ -73,7 +155,7 @@ def run(run_dir, steps: Steps, params: AnalysisParams) -> Analysis:
         raise TypeError(f"params: this analysis takes a {steps.params.__name__} (built with "
                         f"{steps.params.__name__}.from_mapping), got {type(params).__name__}")
     if steps.clears:
-        artifacts.clear_results(run_dir)
+        clear_results(run_dir)
     scores = steps.load(run_dir, params)
     variants, precision_notes = None, []
     if steps.id_column is not None:

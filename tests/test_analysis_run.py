@@ -48,7 +48,7 @@ class FakeParams(analysis_params.AnalysisParams):
 def fake_steps(calls: list, **kw) -> analysis_run.Steps:
     def compute(scores, run_dir, params):
         calls.append(("compute", sorted(scores["model"].unique()), params))
-        a = artifacts.Analysis(scores)
+        a = analysis_run.Analysis(scores)
         a.notes.append("computed")
         return a
 

@@ -378,7 +378,7 @@ def test_every_analysis_has_one_entry_point_shape(module):
     record (``analysis_params.AnalysisParams``: ``seed`` 0 and ``include_limited`` False by default), or its fields as
     keywords; ``analysis_run.run`` does the rest."""
     from nbutils.analysis_params import AnalysisParams
-    from nbutils.artifacts import Analysis
+    from nbutils.analysis_run import Analysis
 
     mod = importlib.import_module(module)
     sig = inspect.signature(mod.analyze_run, eval_str=True)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from nbutils import artifacts, paths, runstore, studies
+from nbutils import analysis_run, artifacts, paths, runstore, studies
 from nbutils.engine import models, run as scoring
 from nbutils.studies.monotonicity import dataset as mono
 from nbutils.studies.negation import dataset as neg
@@ -549,7 +549,7 @@ def _writers(run):
                                                overwrite=True),
         "score": lambda: scoring.score_run(run, None, SPEC),  # refused before the model is touched
         "merge": lambda: runstore.merge_shards(run, "some-model"),
-        "analyze": lambda: artifacts.write_analysis(artifacts.Analysis(pd.DataFrame()), run, {}),
+        "analyze": lambda: analysis_run.write_analysis(analysis_run.Analysis(pd.DataFrame()), run, {}),
         "analyze_run": lambda: analyze_run(run, use_r=False),
         "report": lambda: write_report(run, "monotonicity"),
     }
@@ -692,8 +692,8 @@ def test_a_linked_folder_inside_the_run_is_not_written_through(run, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     paths.tables_dir(run).symlink_to(elsewhere, target_is_directory=True)
-    a = artifacts.Analysis(pd.DataFrame(), tables={"t": pd.DataFrame({"x": [1]})})
-    refused(run, lambda: artifacts.write_analysis(a, run, {}), r"^run_dir: .*tables is a symbolic link")
+    a = analysis_run.Analysis(pd.DataFrame(), tables={"t": pd.DataFrame({"x": [1]})})
+    refused(run, lambda: analysis_run.write_analysis(a, run, {}), r"^run_dir: .*tables is a symbolic link")
     assert list(elsewhere.iterdir()) == []
 
 
@@ -789,11 +789,11 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
-    a = artifacts.Analysis(pd.DataFrame(), tables={"accuracy": pd.DataFrame({"x": [1]})})
+    a = analysis_run.Analysis(pd.DataFrame(), tables={"accuracy": pd.DataFrame({"x": [1]})})
     before = snapshot(run)
     with pytest.raises(artifacts.DiskFullError, match=r"no space left on the device while writing .*tables/accuracy.csv "
                        r"\(.* MiB free there now\); the file it would replace is unchanged"):
-        artifacts.write_analysis(a, run, {})
+        analysis_run.write_analysis(a, run, {})
     # the analysis's earlier results are gone rather than left looking like this one's; nothing else changed
     assert not summary.exists() and snapshot(run) == {k: v for k, v in before.items() if k != "summary.json"}
     artifacts.write_json({"old": True}, summary)

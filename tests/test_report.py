@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from bs4 import BeautifulSoup
 
-from nbutils import artifacts, paths, studies
+from nbutils import analysis_run, artifacts, paths, studies
 from nbutils.__main__ import main
 from nbutils.records import SCHEMA_VERSION
 from nbutils.report import write_report
@@ -59,7 +59,7 @@ def executed(run, cells, *, finished: bool = True, notebook: str = ANALYZE, resu
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
     if results:
-        artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": [], "inputs": artifacts.analysis_inputs(run)},
+        artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": [], "inputs": analysis_run.analysis_inputs(run)},
                              paths.summary_path(run))
         artifacts.write_text("**Is it?**\n\nDesign.\n\n- model: a finding.\n", paths.results_path(run))
 
@@ -457,7 +457,7 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
 
     def analysis():
         fig = plt.figure()
-        return artifacts.Analysis(scores=pd.DataFrame(), tables={"accuracy": pd.DataFrame({"a": [1]})},
+        return analysis_run.Analysis(scores=pd.DataFrame(), tables={"accuracy": pd.DataFrame({"a": [1]})},
                                   summary={"records": []}, text="**Is it?**\n"), {"accuracy": fig}
 
     for earlier in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)):
@@ -469,12 +469,12 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
     monkeypatch.setattr(artifacts, "save_figure", full)
     a, figs = analysis()
     with pytest.raises(OSError, match="No space left"):
-        artifacts.write_analysis(a, run, figs)
+        analysis_run.write_analysis(a, run, figs)
     assert (paths.tables_dir(run) / "accuracy.csv").exists()
     assert not [p.name for p in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)) if p.exists()]
     monkeypatch.undo()
     a, figs = analysis()
-    files = artifacts.write_analysis(a, run, figs)
+    files = analysis_run.write_analysis(a, run, figs)
     assert files[-2:] == [paths.results_path(run), paths.summary_path(run)]
     inputs = json.loads(paths.summary_path(run).read_text())["inputs"]
     assert inputs["score_files"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(
@@ -494,7 +494,7 @@ def test_the_end_of_a_sweep_prints_the_headline_and_where_the_report_is(run):
              "estimate": 0.7419, "ci_low": 0.1, "ci_high": 1.4, "p": 0.012, "valid": True, "verdict": "more",
              "sentence": "", "scale": "log_odds_ratio", "symbol": "OR", "acc_up": 0.7, "acc_down": 0.5, "gap": 0.2}
     artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": [], "headline": [entry],
-                          "inputs": artifacts.analysis_inputs(run)}, paths.summary_path(run))
+                          "inputs": analysis_run.analysis_inputs(run)}, paths.summary_path(run))
     write_report(run)
     lines = SweepReport(run, "monotonicity", scored=["m"], analyzed=True).lines()
     head = lines[:lines.index(f"results in words: {paths.results_path(run)}")]

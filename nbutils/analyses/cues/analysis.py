@@ -3,7 +3,7 @@
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
 files) through that study's registry record, so it runs on a custom prompt file, the personas questions or the monotonicity study's
 prompts alike. ``analyze_run`` has the shape of every study's (``analysis_run.run``): it returns an ``Analysis`` (a
-``Profile``) written by ``artifacts.write_analysis``. Instances are built from the record's ``choice_items``:
+``Profile``) written by ``analysis_run.write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
   chosen option; features of the prompt text (for the monotonicity study, of the query line, plus the prompts' structural cues);
@@ -36,7 +36,7 @@ CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue
 
 
 @dataclass
-class Profile(artifacts.Analysis):
+class Profile(analysis_run.Analysis):
     """A run's cue profile: an ``Analysis`` (``scores`` holds each model's prediction per instance once probed; the
     tables, ``summary.json``'s content, notes and files written) with the instances, their features, the study and
     mode they were built for, and the records of the cue tests."""
@@ -253,7 +253,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
                                                 "notes": profile.notes})
         profile.summary = summary
         profile.cues_text = results.results_text(summary)
-        files = artifacts.write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
+        files = analysis_run.write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
         files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
         profile.files = files
         return files

@@ -33,7 +33,7 @@ def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
     return load_scores(run_dir, get("custom").spec, include_limited=include_limited)
 
 
-Analysis = artifacts.Analysis
+Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options) -> Analysis:
@@ -139,7 +139,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "margin_by_answer": plots.margin_by_answer(a.scores)}
     if variants is not None:
         figs["precision_margins"] = precision.margin_figure(variants, "row_id")
-    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
+    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 
 def source_notes(run_dir) -> list[str]:

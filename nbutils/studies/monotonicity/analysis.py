@@ -12,7 +12,7 @@ from .params import MonotonicityParams
 from .scores import load_scores
 
 
-Analysis = artifacts.Analysis
+Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, order: list[str] | None = None,
@@ -139,7 +139,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     several = "models" in a.tables and len(a.tables["models"]) > 1
     if several:
         figs["forest_models"] = models_table.forest(a.summary)
-    return artifacts.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
+    return analysis_run.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
                                     tex={"models": models_table.latex(a.summary)} if "models" in a.tables else {})
 
 

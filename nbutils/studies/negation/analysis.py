@@ -34,7 +34,7 @@ def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame
     return df
 
 
-Analysis = artifacts.Analysis
+Analysis = analysis_run.Analysis
 LATEX = ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl")
 
 
@@ -87,7 +87,7 @@ def write(a: Analysis, run_dir) -> list[Path]:
     """Tables as CSV (+ LaTeX for the paper's Table 1 and the main effects), the interaction figure as PNG and PDF,
     summary.json."""
     figs = {} if a.tables["predicted"].empty else {"interaction": interaction_plot(a.tables["predicted"])}
-    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
+    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
 
 
 STEPS = analysis_run.Steps(

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, precision, studies
+from ... import analysis_run, precision, studies
 from ...headline import generic_text
 from ...results import plural
 from ...runstore import load_scores
@@ -15,7 +15,7 @@ from .params import PersonasParams
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
 
 
-Analysis = artifacts.Analysis
+Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: PersonasParams | None = None, **options) -> Analysis:
@@ -71,7 +71,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
     if variants is not None:
         figs["precision_margins"] = precision.margin_figure(variants, studies.get("personas").spec.id_column)
-    return artifacts.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
+    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 
 def headline(scores: pd.DataFrame, params: PersonasParams) -> dict:
