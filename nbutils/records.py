@@ -256,7 +256,8 @@ class Summary:
         return self.data.get("analysed")
 
 
-SUMMARY_FIELDS = {"records": "records", "headline": "headline", "models": "models", "design": "design",
-                  "model_order": "design", "notes": "_notes", "score_files": "inputs", "labels": "labels",
-                  "rules": "rules", "rules_mirror_test": "rules_mirror_test",
-                  "analysed": "analysed"}  # each property of ``Summary`` and the schema's field it reads
+# each property of ``Summary`` and the field of the schema it reads
+SUMMARY_FIELDS = {"records": "records", "typed_records": "records", "headline": "headline", "models": "models",
+                  "design": "design", "model_order": "design", "notes": "_notes", "score_files": "inputs",
+                  "labels": "labels", "rules": "rules", "rules_mirror_test": "rules_mirror_test",
+                  "analysed": "analysed"}

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, freshness, paths, report_models, runlock, studies
+from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from markupsafe import Markup
 
 from .headline import table_rows
@@ -381,7 +381,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
 def _created(sidecar: Path) -> datetime:
     """When a score file was written, from its sidecar (the epoch when it does not say)."""
     try:
-        return datetime.fromisoformat(artifacts.read_json(sidecar)["created"])
+        return datetime.fromisoformat(score_sidecar.read(sidecar)["created"])
     except (KeyError, TypeError, ValueError):
         return datetime.fromtimestamp(0, timezone.utc)
 
