@@ -200,10 +200,11 @@ def read_json(path: str | Path) -> dict:
 
 def read_summary(path: str | Path) -> dict:
     """A run's ``summary.json``, checked to be of this suite's ``schema_version`` (``records.check_version``: one made
-    by an older version is a ``records.SummaryVersionError`` that says to run the analysis again)."""
-    from .records import check_version
+    by an older version is a ``records.SummaryVersionError`` that says to run the analysis again), its records as
+    ``records.Record`` s (``records.typed``)."""
+    from .records import check_version, typed
 
-    return check_version(read_json(path), path)
+    return typed(check_version(read_json(path), path), path)
 
 
 def versions() -> dict[str, str | None]:

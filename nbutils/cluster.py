@@ -25,7 +25,7 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runlock, runstore, scheduler, score_settings
+from . import artifacts, paths, runlock, runstore, scheduler, score_settings, score_sidecar
 from .executors import DEFAULT_POLL, make_executor
 from .notebooks import error_line, execute
 
@@ -84,7 +84,7 @@ class Task:
         side = paths.sidecar(self.score_file(run))
         if side.exists():
             try:
-                meta = artifacts.read_json(side)
+                meta = score_sidecar.read(side)
                 if meta.get("complete"):
                     return int(meta.get("n_rows") or 0), int(meta.get("n_rows") or 0)
             except (OSError, ValueError):

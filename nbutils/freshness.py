@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import artifacts, paths
+from .records import Summary
 
 MARK = "nbutils-report-inputs"
 _STAMP = re.compile(r"<!-- " + MARK + r" (\{[^<>]*\}) -->")
@@ -37,7 +38,7 @@ def parse_time(value, what: str, source: Path) -> datetime:
 def outside_record(run: Path, summary: dict, executed: Path, ended) -> str | None:
     """Why the executed analysis is not the one that wrote ``summary.json`` (its ``analysed`` time is after the
     notebook's end: the analysis ran again outside the run's record, in JupyterLab, say); None when it is."""
-    made = summary.get("analysed")
+    made = Summary(summary).analysed
     if not made or not ended:
         return None
     spath = paths.summary_path(run)
@@ -73,7 +74,7 @@ def recorded(report: Path) -> dict | None:
 
 def score_changes(run: Path, summary: dict) -> str | None:
     """Why the score files are not the ones the analysis read (by the sha256 it recorded), or None."""
-    written = (summary.get("inputs") or {}).get("score_files")
+    written = Summary(summary).score_files
     if written is None:
         return None
     now = {p.name: p for p in paths.analysable_score_files(run)}

@@ -16,7 +16,7 @@ import re
 from typing import Callable, Iterable
 
 from .readings import detectable_gap, has_readings, reading
-from .records import model_block
+from .records import Summary, as_record
 from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
                       paragraph, phrase, sentence, verdict)
 
@@ -25,35 +25,38 @@ DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model a
 
 def who(r: dict, default: str = "the model") -> str:
     """Whom a record is about: its model, or the two models a comparison sets side by side (``a vs b``)."""
-    return r.get("model") or " vs ".join(map(str, r.get("models") or [])) or default
+    t = as_record(r)
+    return t.model or " vs ".join(map(str, t.extra.get("models") or [])) or default
 
 
 def _key(r: dict) -> tuple:
-    return r.get("model"), tuple(r.get("models") or ()), r.get("condition"), r.get("term"), r.get("test")
+    t = as_record(r)
+    return t.model, tuple(t.extra.get("models") or ()), t.condition, t.term, t.test
 
 
 def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
     """The headline tests of ``summary`` for scripts: one dict per model (or pair of models compared), condition and
     term."""
-    records = summary.get("records") or []
+    view = Summary(summary)
+    records = view.records
     readings = has_readings(summary)
     out = []
     for r in headline_records(summary):
-        h = claim_of(r)
-        per = model_block(summary, r.get("model"))
-        cond = (per.get("conditions") or {}).get(r.get("condition")) or {}
-        n = next((r[k] for k in ("n", "n_prompts") if isinstance(r.get(k), int)), cond.get("n"))  # n_prompts: compared
-        entry = {"model": r.get("model"), **({"models": r["models"]} if r.get("models") else {}),
-                 "condition": r.get("condition"), "term": r.get("term"),
-                 "test": r.get("test"), "method": _method(r), "what": h.get("what"), "scale": h.get("scale"),
-                 "symbol": h.get("symbol"), "estimate": r.get("estimate"), "ci_low": r.get("ci_low"),
-                 "ci_high": r.get("ci_high"), "p": r.get("p"), "valid": not _unreadable(r, h, alpha), "n": n,
-                 "fallback_for": r.get("fallback_for"), "verdict": verdict(r, alpha),
+        h, t = claim_of(r), as_record(r)
+        cond = (view.model_block(t.model).get("conditions") or {}).get(t.condition) or {}
+        counts = (t.extra[k] for k in ("n", "n_prompts") if isinstance(t.extra.get(k), int))  # n_prompts: compared
+        n = next(counts, cond.get("n"))
+        models = t.extra.get("models")
+        entry = {"model": t.model, **({"models": models} if models else {}), "condition": t.condition, "term": t.term,
+                 "test": t.test, "method": _method(r), "what": h.get("what"), "scale": h.get("scale"),
+                 "symbol": h.get("symbol"), "estimate": t.estimate, "ci_low": t.ci_low, "ci_high": t.ci_high,
+                 "p": t.p, "valid": not _unreadable(r, h, alpha), "n": n,
+                 "fallback_for": t.extra.get("fallback_for"), "verdict": verdict(r, alpha),
                  "sentence": sentence(r, alpha, records, reasons=False)}
         entry.update({k: cond[k] for k in DESCRIPTIVES if k in cond})
-        if readings and r.get("term") == "upward" and not r.get("models") and r.get("model") is not None:
+        if readings and t.term == "upward" and not models and t.model is not None:
             # what the gap means: the task floor, whether the answers use the examples, the rule followed instead
-            rd = reading(summary, r.get("model"), r.get("condition"), alpha)
+            rd = reading(summary, t.model, t.condition, alpha)
             entry.update({k: rd[k] for k in ("reading", "floor", "uses_examples", "rule", "constant")},
                          sentence=rd["sentence"])
         out.append(entry)
@@ -103,10 +106,11 @@ def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None =
     kind of reason, in a few plain words (at most 40 a caveat; the full reason is the record's ``note``): ``The
     binomial GLMM is not estimable for m (2 tests): the data separate the groups.``"""
     records = list(records)
-    replaced = {(f["fallback_for"], who(f), f.get("condition")) for f in records if f.get("fallback_for")}
+    typed = [as_record(r) for r in records]
+    replaced = {(f.extra["fallback_for"], who(f), f.condition) for f in typed if f.extra.get("fallback_for")}
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for r in records:
-        asked = (select(r) if select else r.get("headline")) or (r.get("test"), who(r), r.get("condition")) in replaced
+    for r, t in zip(records, typed):
+        asked = (select(r) if select else t.headline) or (t.test, who(t), t.condition) in replaced
         why = _unreadable(r, claim_of(r), ALPHA) if asked else None
         if why:
             key = (_method(r).partition(", ")[0], short_reason(why))
@@ -156,9 +160,10 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
         estimate, _, p = numbers.partition(", p ")
         if estimate.startswith("p "):  # a test without an estimate: its p only
             estimate, p = "", estimate[2:]
-        name = test_name(r.get("test")).split(",")[0]
-        if r.get("fallback_for"):
-            name += f" (standing in for the {test_name(r['fallback_for']).split(',')[0]})"
+        t = as_record(r)
+        name = test_name(t.test).split(",")[0]
+        if t.extra.get("fallback_for"):
+            name += f" (standing in for the {test_name(t.extra['fallback_for']).split(',')[0]})"
         pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
         gap = e.get("gap")
         rows.append({"model": who(r, ""), "what": e.get("what") or "", "acc_up": pct(e.get("acc_up")),
@@ -166,7 +171,7 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
                      "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
                      "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,
                      "reading": READING_WORDS.get(e.get("reading"), ""),
-                     "verdict": e.get("verdict"), "_order": (r.get("condition") is None, not e.get("valid"))})
+                     "verdict": e.get("verdict"), "_order": (t.condition is None, not e.get("valid"))})
     rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
     return rows
 
@@ -178,8 +183,9 @@ def generic_text(summary: dict, title: str, design: str, select: Callable[[dict]
     recs = headline_records(summary, select)
     for r in recs:  # the records the paragraph reports are the run's headline (summary.json, the report's table)
         r["headline"] = True
-    lines = [sentence(r, alpha, summary.get("records") or [], reasons=False) for r in recs]
+    view = Summary(summary)
+    lines = [sentence(r, alpha, view.records, reasons=False) for r in recs]
     if not lines:
         lines = ["No headline test could be computed on this run."]
     lines += note_lines(summary, alpha)
-    return paragraph(title, design, lines, [*caveats, *fit_caveats(summary.get("records") or [], select)])
+    return paragraph(title, design, lines, [*caveats, *fit_caveats(view.records, select)])

@@ -20,7 +20,7 @@ import math
 import pandas as pd
 
 from .readings import CONDITION_NAMES, has_readings, headline_record, reading
-from .records import model_block
+from .records import Summary, model_block
 from .results import ALPHA, _finite, _shown, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
 
 MODELS_HEADING = "**The models side by side**"  # where results.md's models table starts (the report shows its own)
@@ -37,8 +37,9 @@ def applies(summary: dict) -> bool:
 
 def models(summary: dict) -> list[str]:
     """The run's models in the order of the sweep (the order their scores were written), each with conditions."""
-    blocks = summary.get("models") or {}
-    order = list((summary.get("design") or {}).get("model_order") or []) + list(blocks)
+    view = Summary(summary)
+    blocks = view.models
+    order = view.model_order + list(blocks)
     return [m for m in dict.fromkeys(order) if isinstance(blocks.get(m), dict) and blocks[m].get("conditions")]
 
 

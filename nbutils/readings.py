@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .records import model_block
+from .records import Summary, as_record, model_block
 from .stats import can_reject
 from .results import (ALPHA, SHORT_METHODS, _finite, _shown, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
                       odds_ratio_scale, phrase, verdict)
@@ -51,20 +51,20 @@ def _points(x) -> str:
 
 
 def _same(r: dict, model, condition, term="upward") -> bool:
-    return r.get("model") == model and r.get("condition") == condition and r.get("term") == term \
-        and not r.get("models")
+    t = as_record(r)
+    return t.model == model and t.condition == condition and t.term == term and not t.extra.get("models")
 
 
 def headline_record(summary: dict, model, condition) -> dict | None:
     """The record that stands as the gap's headline for ``model`` and ``condition`` (a valid stand-in first)."""
-    heads = [r for r in summary.get("records") or [] if r.get("headline") and _same(r, model, condition)]
+    heads = [r for r in Summary(summary).records if as_record(r).headline and _same(r, model, condition)]
     valid = [r for r in heads if verdict(r) != "invalid"]
     return (valid or heads or [None])[0]
 
 
 def marginal_record(summary: dict, model, condition) -> dict | None:
     """A valid marginal-OR record of the gap for ``model`` and ``condition``, the GEE's first."""
-    recs = {r.get("test"): r for r in summary.get("records") or [] if _same(r, model, condition)}
+    recs = {as_record(r).test: r for r in Summary(summary).records if _same(r, model, condition)}
     for test in MARGINAL_ORDER:
         r = recs.get(test)
         if r is not None and verdict(r) != "invalid":
@@ -89,9 +89,9 @@ def _marginal_beside(summary: dict, rec: dict, alpha: float) -> str:
 def rule_block(summary: dict, model, condition) -> dict | None:
     """What the rule analysis says of ``model`` in ``condition``: mirror agreement on downward and upward concepts,
     its exact stratified p, and the best-fitting rule of each downward concept."""
-    mt = next((m for m in summary.get("rules_mirror_test") or []
-               if m.get("model") == model and m.get("condition") == condition), None)
-    best = [r for r in summary.get("rules") or [] if r.get("model") == model and r.get("condition") == condition]
+    view = Summary(summary)
+    mt = next((m for m in view.rules_mirror_test if m.get("model") == model and m.get("condition") == condition), None)
+    best = [r for r in view.rules if r.get("model") == model and r.get("condition") == condition]
     if mt is None and not best:
         return None
     down = [r for r in best if str(r.get("concept", "")).startswith("less than")]
@@ -149,7 +149,7 @@ def _caveats(summary: dict, model, condition, cond: dict, rec: dict | None, alph
     if const:
         out.append(f"caveat: it answered {const['answer']} to {const['count']} of {const['n']} prompts, so its "
                    f"accuracies mostly count the prompts whose answer is {const['answer']}")
-    d = next((r for r in summary.get("records") or [] if r.get("test") == "signflip_dprime_gap"
+    d = next((r for r in Summary(summary).records if as_record(r).test == "signflip_dprime_gap"
               and _same(r, model, condition)), None)
     gap = cond.get("gap")
     if d is not None and _finite(d.get("estimate")) and _finite(gap) and d.get("valid", True):
@@ -231,5 +231,5 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
 
 def has_readings(summary: dict) -> bool:
     """True for a summary whose models carry the facts a reading needs (a quantifier study's analysis)."""
-    return any("floor" in c for m in (summary.get("models") or {}).values() if isinstance(m, dict)
+    return any("floor" in c for m in Summary(summary).models.values() if isinstance(m, dict)
                for c in (m.get("conditions") or {}).values() if isinstance(c, dict))

@@ -2,10 +2,11 @@
 
 Every study's analysis makes its records with ``stats.record`` (a ``Record``); ``analysis_run.write_analysis`` writes
 them, with ``schema_version``, through ``summary_json`` (the one place a summary becomes JSON).
-``artifacts.read_summary`` is how every reader opens a ``summary.json``: one made by an older version of the suite
-(no ``schema_version``, or another one) is a ``SummaryVersionError`` (``check_version``) that says to run the
-analysis again. ``nbutils/schemas/summary.schema.json``
-is the JSON Schema of the file; ``docs/run-directory.md`` says what each field means.
+``artifacts.read_summary`` is how every reader opens a ``summary.json``: its records as ``Record`` s (``typed``), and
+``Summary`` names each top-level field; one made by an older version of the suite (no ``schema_version``, or another
+one) is a ``SummaryVersionError`` (``check_version``) that says to run the analysis again.
+``nbutils/schemas/summary.schema.json`` is the JSON Schema of the file; ``docs/run-directory.md`` says what each field
+means.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ SCHEMA_VERSION = 2
 # the standard keys every record has, in the order a record lists them
 RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
 OPTIONAL_KEYS = ("model", "headline", "hypothesis")  # written only when set
+_FIELDS = frozenset(RECORD_KEYS + OPTIONAL_KEYS)  # the keys a record holds as fields (the rest: ``extra``)
 
 
 def number(x) -> float | None:
@@ -98,8 +100,8 @@ class Record(MutableMapping):
                    extra={k: v for k, v in d.items() if k not in known})
 
     # the mapping view: the flat JSON keys
-    def _fields(self) -> set[str]:
-        return set(RECORD_KEYS) | set(OPTIONAL_KEYS)
+    def _fields(self) -> frozenset[str]:
+        return _FIELDS
 
     def __getitem__(self, key):
         if key in self._fields():
@@ -162,7 +164,100 @@ def check_version(summary: Mapping, source) -> dict:
         "on it) to write it in the current layout")
 
 
+def typed(summary: dict, source) -> dict:
+    """``summary`` (read from ``source``) with its records as ``Record`` s, so that its readers read each field by
+    name; a record that is not one of this layout is a ``SummaryVersionError`` naming ``source``."""
+    out = []
+    for i, r in enumerate(summary.get("records") or []):
+        try:
+            out.append(Record.from_json(r))
+        except (TypeError, ValueError) as err:
+            raise SummaryVersionError(f"{source}: record {i} is not a record of schema_version {SCHEMA_VERSION} "
+                                      f"({type(err).__name__}: {err}): the file was edited; run the analysis again "
+                                      "to write it anew") from None
+    return dict(summary, records=out) if "records" in summary else summary
+
+
 def model_block(summary: Mapping, model) -> dict:
     """The per-model block of ``summary`` (``summary["models"][model]``), empty when it has none."""
     block = (summary.get("models") or {}).get(model) if model is not None else None
     return block if isinstance(block, dict) else {}
+
+
+def as_record(r: Mapping) -> Record:
+    """A record of ``summary.json`` as a ``Record`` (itself when it is one)."""
+    return r if isinstance(r, Record) else Record.from_json(r)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A ``summary.json`` (or an analysis's summary in memory) read through its schema
+    (``nbutils/schemas/summary.schema.json``): each top-level field as a property with its empty value where the file
+    has none, so that a reader names the field, not a raw key. ``records`` are the summary's own record objects (a
+    ``Record``, or a mapping of the same keys); ``typed_records`` the same as ``Record`` s, for a reader of a file."""
+
+    data: Mapping
+
+    @property
+    def records(self) -> list:
+        return list(self.data.get("records") or [])
+
+    @property
+    def typed_records(self) -> list[Record]:
+        return [as_record(r) for r in self.records]
+
+    @property
+    def headline(self) -> list[dict]:
+        """The headline entries (``headline.entries``), as written."""
+        return list(self.data.get("headline") or [])
+
+    @property
+    def models(self) -> dict:
+        """The per-model blocks, by model."""
+        return self.data.get("models") or {}
+
+    def model_block(self, model) -> dict:
+        return model_block(self.data, model)
+
+    @property
+    def design(self) -> dict:
+        return self.data.get("design") or {}
+
+    @property
+    def model_order(self) -> list:
+        """The models in the order the study names them (``design.model_order``), empty where it names none."""
+        return list(self.design.get("model_order") or [])
+
+    @property
+    def notes(self) -> list[str]:
+        """What the analysis noted (``_notes``)."""
+        return list(self.data.get("_notes") or [])
+
+    @property
+    def score_files(self) -> dict | None:
+        """The sha256 of every score file the analysis could read (``inputs.score_files``); None where not recorded."""
+        return (self.data.get("inputs") or {}).get("score_files")
+
+    @property
+    def rules(self) -> list[dict]:
+        """Quantifier studies: the best-fitting rule per model, condition and concept."""
+        return list(self.data.get("rules") or [])
+
+    @property
+    def rules_mirror_test(self) -> list[dict]:
+        return list(self.data.get("rules_mirror_test") or [])
+
+    @property
+    def labels(self) -> dict:
+        return self.data.get("labels") or {}
+
+    @property
+    def analysed(self) -> str | None:
+        return self.data.get("analysed")
+
+
+# each property of ``Summary`` and the field of the schema it reads
+SUMMARY_FIELDS = {"records": "records", "typed_records": "records", "headline": "headline", "models": "models",
+                  "design": "design", "model_order": "design", "notes": "_notes", "score_files": "inputs",
+                  "labels": "labels", "rules": "rules", "rules_mirror_test": "rules_mirror_test",
+                  "analysed": "analysed"}

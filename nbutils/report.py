@@ -21,11 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, freshness, paths, report_models, runlock, studies
+from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from markupsafe import Markup
 
 from .headline import table_rows
-from .records import SummaryVersionError
+from .records import Summary, SummaryVersionError
 from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
@@ -84,9 +84,9 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     if method.strip():
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
-    named = (summary.get("design") or {}).get("model_order") or sorted(  # the models' own names, else the files'
-        {str(r["model"]) for r in summary.get("records") or [] if r.get("model")})
-    models = [str(m) for m in named] or sorted(Path(n).stem for n in (summary.get("inputs") or {}).get("score_files") or {})
+    view = Summary(summary)
+    named = view.model_order or sorted({str(r.model) for r in view.typed_records if r.model})  # else: the files'
+    models = [str(m) for m in named] or sorted(Path(n).stem for n in view.score_files or {})
     words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
            **({k: many[k] for k in ("findings", "table", "wide", "fold")} if many else
@@ -197,7 +197,7 @@ def _items_section(run: Path, study: str, summary: dict):
     except ValueError as err:
         return Markup('<section class="items" id="items"><h2>Items</h2><p>{}</p></section>').format(
             f"The items cannot be shown: {err}")
-    reported = {r.get("model") for r in summary.get("records") or []} & set(df["model"])
+    reported = {r.model for r in Summary(summary).typed_records} & set(df["model"])
     if reported:
         df = df[df["model"].isin(reported)].copy()
     total, every = len(df), f"python -m nbutils show {_where(run)}"
@@ -348,7 +348,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
     again = (f"run the analysis again (`python -m nbutils run {analyze} -p run_dir {run}`), then "
              f"`python -m nbutils report {run}`")
     now = {p.name: p for p in paths.analysable_score_files(run)}
-    recorded = (summary.get("inputs") or {}).get("score_files")
+    recorded = Summary(summary).score_files
     alerts = []
     if recorded is None:
         if not now:
@@ -381,7 +381,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
 def _created(sidecar: Path) -> datetime:
     """When a score file was written, from its sidecar (the epoch when it does not say)."""
     try:
-        return datetime.fromisoformat(artifacts.read_json(sidecar)["created"])
+        return datetime.fromisoformat(score_sidecar.read(sidecar)["created"])
     except (KeyError, TypeError, ValueError):
         return datetime.fromtimestamp(0, timezone.utc)
 
@@ -401,7 +401,7 @@ def _about(run: Path, study: str, nb, summary: dict) -> dict:
     """Which run, study and score files the page shows, and when the analysis ran (as recorded in the files, so a
     copied run keeps them)."""
     ran = ran_by(nb).get("start_time")
-    recorded = (summary.get("inputs") or {}).get("score_files")
+    recorded = Summary(summary).score_files
     names = sorted(recorded) if recorded is not None else [p.name for p in paths.analysable_score_files(run)]
     return {"run": run.name, "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}

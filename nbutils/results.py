@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 from .analysis_params import ALPHA  # noqa: F401 - the level a test is read at, for callers
 from .method_names import METHOD_PREFIXES, METHODS, SHORT_METHODS, SHORT_PREFIXES  # noqa: F401 - for callers
+from .records import Summary, as_record
 
 
 def short_method(record: dict) -> str:
@@ -323,17 +324,18 @@ def fallback_words(record: dict, fallback_test: str, records: Iterable[dict] = (
 def headline_records(summary: dict, select: Callable[[dict], bool] | None = None) -> list[dict]:
     """The records a study calls its headline (``headline`` True unless ``select`` says otherwise), less an invalid
     one that a fallback among them stands in for (the fallback's sentence says why it is not estimable)."""
-    recs = summary.get("records") or []
-    return replaced_dropped([r for r in recs if (select(r) if select else r.get("headline"))])
+    recs = Summary(summary).records
+    return replaced_dropped([r for r in recs if (select(r) if select else as_record(r).headline)])
 
 
 def replaced_dropped(recs: list[dict]) -> list[dict]:
     """``recs`` without the invalid records a fallback among them names in ``fallback_for`` (same model, or pair of
     models compared, and condition)."""
-    fallbacks = [r for r in recs if r.get("fallback_for")]
-    return [r for r in recs if r.get("valid", True) or not any(
-        f["fallback_for"] == r.get("test") and all(f.get(k) == r.get(k) for k in ("model", "models", "condition"))
-        for f in fallbacks)]
+    typed = [as_record(r) for r in recs]
+    fallbacks = [f for f in typed if f.extra.get("fallback_for")]
+    where = (lambda t: (t.model, t.extra.get("models"), t.condition))  # the same model (or pair) and condition
+    return [r for r, t in zip(recs, typed) if t.valid or not any(
+        f.extra["fallback_for"] == t.test and where(f) == where(t) for f in fallbacks)]
 
 
 def _sentence_case(c: str) -> str:
@@ -359,33 +361,34 @@ def note_lines(summary: dict, alpha: float = ALPHA) -> list[str]:
     """What ``summary.json`` knows beyond the tests, in words: a model that gives one answer to every prompt (pure
     response bias), a model that answered every pair identically in both conditions, and whether scoring in lower
     precision changed the answers (the ``precision_*`` records)."""
-    lines = []
-    for n in summary.get("_notes") or []:
+    view, lines = Summary(summary), []
+    for n in view.notes:
         m = _BIAS.match(str(n))
         if m and ("response bias" in n or "letter bias" in n):
             lines.append(f"{m['model']} answers {m['answer']} to every {m['what']}: a pure response bias, so its "
                          f"accuracy is the share of {m['what']}s whose answer is {m['answer']}, not a sign that it "
                          "does the task.")
-    for m, same in ((summary.get("design") or {}).get("identical_conditions") or {}).items():
+    for m, same in (view.design.get("identical_conditions") or {}).items():
         if same:
             lines.append(f"{m} answered every prompt pair identically in both conditions, so the paired comparisons "
                          "(McNemar, the change of the gap) have nothing to compare: this is what the data are, not an "
                          "error.")
-    recs = summary.get("records") or []
+    recs = view.records
     for r in recs:
-        if r.get("test") == "precision_agreement":
+        if as_record(r).test == "precision_agreement":
             lines.append(_precision_agreement(r))
-        elif r.get("test") == "precision_mcnemar_exact":
+        elif as_record(r).test == "precision_mcnemar_exact":
             lines.append(sentence(r, alpha, recs))
     return lines
 
 
 def _precision_agreement(r: dict) -> str:
-    term = str(r.get("term", ""))
-    if not r.get("valid", True) or not _finite(r.get("estimate")):
+    t = as_record(r)
+    term = t.term
+    if not t.valid or not _finite(t.estimate):
         return f"Precision, {term}: agreement not estimable ({reason(r)})."
-    est, lo, hi = r["estimate"], r.get("ci_low"), r.get("ci_high")
-    n = r.get("n")
+    est, lo, hi = t.estimate, t.ci_low, t.ci_high
+    n = t.extra.get("n")
     ci = fmt_ci(100 * lo, 100 * hi, 1, unit="%") if _finite(lo) and _finite(hi) else ""
     return (f"Precision, {term}: the same answer on {fmt_num(100 * est, 1)}% of "
             f"{plural(n, 'prompt') if isinstance(n, int) else 'the prompts'}" + (f" ({ci})" if ci else "") + ".")

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from . import paths
+from .records import Summary
 from .results import fmt_num, fmt_p, fmt_ratio
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "concept stated"}
@@ -51,7 +52,7 @@ def rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows from a summary: the headline entries of one model and one condition (a study
     without conditions: each model's headline tests, named by their term); comparisons of two models are left to the
     sentences. Accuracy columns only where the study reports them."""
-    entries = [h for h in summary.get("headline") or [] if h.get("model")]
+    entries = [h for h in Summary(summary).headline if h.get("model")]
     per_condition = [h for h in entries if h.get("condition")]
     entries = per_condition or entries
     if not entries:

@@ -13,7 +13,7 @@ import unicodedata
 from pathlib import Path
 
 from . import artifacts, freshness, paths, studies
-from .records import SummaryVersionError
+from .records import Record, SummaryVersionError, as_record
 from .results import fmt_num, fmt_p, headline_records
 from .runstore import load_scores, score_inventory
 
@@ -36,40 +36,39 @@ def run_dirs(folder) -> list[Path]:
     return found
 
 
-def _one(r: dict) -> str:
+def _one(r: Record) -> str:
     """One headline record in a few words: whom it is about, its test, estimate (an odds ratio where it has one), p."""
-    who = " ".join(str(r[k]) for k in ("model", "condition") if r.get(k)) or " vs ".join(map(str, r.get("models") or []))
-    if not r.get("valid", True):
-        return f"{who}: {r.get('test')} not estimable"
-    est = (f"OR = {fmt_num(r['odds_ratio'])}" if r.get("odds_ratio") is not None
-           else f"estimate {fmt_num(r.get('estimate'))}")
+    who = " ".join(str(v) for v in (r.model, r.condition) if v) or " vs ".join(map(str, r.extra.get("models") or []))
+    if not r.valid:
+        return f"{who}: {r.test} not estimable"
+    odds = r.extra.get("odds_ratio")
+    est = f"OR = {fmt_num(odds)}" if odds is not None else f"estimate {fmt_num(r.estimate)}"
     try:
-        p = fmt_p(r.get("p"))
+        p = fmt_p(r.p)
     except ValueError:
-        p = f"p = {r.get('p')!r} (not a probability)"
-    return f"{who}: {r.get('test')} {est}, {p}"
+        p = f"p = {r.p!r} (not a probability)"
+    return f"{who}: {r.test} {est}, {p}"
 
 
-def _found(r: dict) -> bool:
-    p = r.get("p")
-    return bool(r.get("valid", True)) and isinstance(p, (int, float)) and p < 0.05
+def _found(r: Record) -> bool:
+    return r.valid and isinstance(r.p, (int, float)) and r.p < 0.05
 
 
 def _headlines(summary: dict, most: int = 4) -> list[str]:
     """Each model's headline, one line each (its first record that found something, else its first estimable one),
     the models that found something first; with more than ``most`` models the rest are counted. Comparisons of two
     models are counted on the last line."""
-    recs = headline_records(summary)
+    recs = [as_record(r) for r in headline_records(summary)]
     if not recs:
         return ["no headline test"]
-    per: dict[str, list[dict]] = {}
-    pairs = [r for r in recs if r.get("models") and not r.get("model")]
+    per: dict[str, list[Record]] = {}
+    pairs = [r for r in recs if r.extra.get("models") and not r.model]
     for r in recs:
-        if r.get("model"):
-            per.setdefault(str(r["model"]), []).append(r)
+        if r.model:
+            per.setdefault(str(r.model), []).append(r)
     if not per:  # a study whose headline names no model
         per[""] = [r for r in recs if r not in pairs] or pairs
-    firsts = [sorted(rs, key=lambda r: (not _found(r), not r.get("valid", True)))[0] for rs in per.values()]
+    firsts = [sorted(rs, key=lambda r: (not _found(r), not r.valid))[0] for rs in per.values()]
     n_more = {id(f): len(rs) - 1 for f, rs in zip(firsts, per.values())}
     firsts.sort(key=lambda r: not _found(r))  # stable: the order the records came in within each kind
     out = [_one(r) + (f" (+{n_more[id(r)]} more)" if n_more[id(r)] else "") for r in firsts[:most]]

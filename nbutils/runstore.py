@@ -11,6 +11,8 @@ that hold it), so analyses read scores without importing the engine:
   to the sweep's skip: a file another scoring made is set aside, and scored again),
   ``ScoreFiles`` (one scoring run's score file, checkpoint and progress file), ``merge_shards`` (the shards of one
   model joined into the file an unsharded run writes);
+- ``score_sidecar`` — ``ScoreSidecar`` (a score file's sidecar as a typed, versioned record: written in one place,
+  an older one read or refused with what to score again);
 - ``score_reading`` — ``score_inventory`` / ``load_scores`` / ``excluded_notes`` / ``split_precisions`` (a run's
   scores read back for analysis, with every file left out named and the reason given).
 
@@ -24,5 +26,6 @@ from .score_files import (ScoreFiles, check_existing, check_scores_file, coverag
                           is_done, merge_shards, rates, set_aside_changed, write_scores)
 from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
                              identity, matches, recorded)
+from .score_sidecar import SCHEMA_VERSION, ScoreSidecar, SidecarError  # noqa: F401
 from .score_reading import (EXCLUDED_WHY, check_label_free, derived_problem, excluded_notes,  # noqa: F401
                             load_scores, score_inventory, split_precisions)

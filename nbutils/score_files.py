@@ -9,20 +9,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths, runlock
+from . import artifacts, paths, runlock, score_sidecar
 from .artifacts import OverwriteError
 from .run_dataset import read_dataset, select_limit
 from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
                              identity, matches, recorded)
+from .score_sidecar import ScoreSidecar, SidecarError
 from .spec import DatasetSpec
 
 
-def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> dict | None:
-    """The existing metadata if it matches ``expected`` (``score_settings.identity``); OverwriteError if it differs
-    and overwrite is off."""
+def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> ScoreSidecar | None:
+    """The existing sidecar if it matches ``expected`` (``score_settings.identity``); OverwriteError if it differs
+    and overwrite is off (a ``SidecarError`` when it cannot be read: it says what to score again)."""
     if not sidecar.exists():
         return None
-    old = artifacts.read_json(sidecar)
+    try:
+        old = score_sidecar.read(sidecar)
+    except SidecarError:
+        if overwrite:
+            return None
+        raise
     if matches(expected, old):
         return old
     if overwrite:
@@ -44,7 +50,10 @@ def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
     side = paths.sidecar(settings.score_file(run_dir))
     if not side.exists():
         return False
-    meta = artifacts.read_json(side)
+    try:
+        meta = score_sidecar.read(side)
+    except SidecarError:
+        return False  # scoring it says what is wrong with the file
     return bool(meta.get("complete")) and matches(expected, meta)
 
 
@@ -75,7 +84,12 @@ def set_aside_changed(run_dir, spec: DatasetSpec, params: dict) -> tuple[list[Pa
     move, why = [], ""
     for data, extra in ((files.final, ()), (files.partial, (files.progress,))):
         side = paths.sidecar(data)
-        old = artifacts.read_json(side) if side.exists() else None
+        try:
+            old = score_sidecar.read(side) if side.exists() else None
+        except SidecarError as err:
+            move += [data, side, *extra]
+            why = why or str(err)
+            continue
         if old is not None and not matches(expected, old):
             move += [data, side, *extra]
             why = why or describe_mismatch(old, expected)
@@ -94,7 +108,7 @@ class ScoreFiles:
         self.partial = paths.partial_file(run_dir, slug, limit, shard_index, num_shards)
         self.progress = paths.progress_file(self.partial)
 
-    def finished(self, expected: dict, overwrite: bool) -> tuple[pd.DataFrame, dict] | None:
+    def finished(self, expected: dict, overwrite: bool) -> tuple[pd.DataFrame, ScoreSidecar] | None:
         """The score file and its metadata when this same run already finished; OverwriteError when a different
         one did and ``overwrite`` is off; None when it must be scored."""
         old = check_existing(paths.sidecar(self.final), expected, "score file", overwrite)
@@ -102,7 +116,7 @@ class ScoreFiles:
             return pd.read_parquet(self.final), old
         return None
 
-    def resume(self, expected: dict, overwrite: bool, ids: list) -> tuple[dict, dict]:
+    def resume(self, expected: dict, overwrite: bool, ids: list) -> tuple[dict, ScoreSidecar | dict]:
         """The records and metadata of a checkpoint of this same run (empty when there is none); OverwriteError for a
         checkpoint made differently unless ``overwrite``."""
         side = paths.sidecar(self.partial)
@@ -120,19 +134,20 @@ class ScoreFiles:
 
     def checkpoint(self, ids: list, records: dict, meta: dict) -> None:
         """Save the records so far (the sidecar says ``complete: false``)."""
+        side = ScoreSidecar.of(dict(meta, complete=False))
         idx = sorted(records)
         frame = pd.DataFrame([records[i] for i in idx])
         frame.insert(0, "_row", idx)
         frame.insert(1, "_id", [ids[i] for i in idx])
         artifacts.write_parquet(frame, self.partial)
-        artifacts.write_json(dict(meta, complete=False), paths.sidecar(self.partial))
+        score_sidecar.write(side, paths.sidecar(self.partial))
 
     def report_progress(self, n_done: int, n_planned: int, rate: float) -> None:
         """What a watcher (the sweep) reads while scoring runs."""
         artifacts.write_json({"n_done": n_done, "n_planned": n_planned, "rows_per_second": round(rate, 4),
                               "updated": artifacts.now_utc()}, self.progress)
 
-    def write(self, df: pd.DataFrame, meta: dict) -> tuple[pd.DataFrame, dict]:
+    def write(self, df: pd.DataFrame, meta: dict) -> tuple[pd.DataFrame, ScoreSidecar]:
         """Write the finished score file and its sidecar (with the file's content fields, see ``write_scores``), drop
         the checkpoint, and return the table and its metadata."""
         meta = write_scores(df, meta, self.final)
@@ -148,13 +163,14 @@ def ids_digest(ids) -> str:
     return hashlib.sha256("\x1e".join(map(str, ids)).encode()).hexdigest()
 
 
-def write_scores(df: pd.DataFrame, meta: dict, path: Path) -> dict:
-    """Write a score table and its sidecar; the sidecar ties the file to its content as a dataset's does: the file's
-    sha256, its row count and the digest of its ids (every reader checks them)."""
+def write_scores(df: pd.DataFrame, meta, path: Path) -> ScoreSidecar:
+    """Write a score table and its sidecar (``meta``: its keys, checked as a ``ScoreSidecar`` before the table is
+    written); the sidecar ties the file to its content as a dataset's does: the file's sha256, its row count and the
+    digest of its ids (every reader checks them)."""
+    ScoreSidecar.of(dict(meta, n_rows=len(df), scores_sha256="", ids_sha256=""))  # a wrong key fails before writing
     artifacts.write_parquet(df, path)
     meta = dict(meta, n_rows=len(df), scores_sha256=artifacts.sha256_file(path), ids_sha256=ids_digest(df.iloc[:, 0]))
-    artifacts.write_json(meta, paths.sidecar(path))
-    return meta
+    return score_sidecar.write(meta, paths.sidecar(path))
 
 
 def check_scores_file(path: Path, meta: dict) -> str | None:
@@ -211,7 +227,7 @@ def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tup
     sidecars = paths.shard_sidecars(run_dir, slug, limit)
     if not sidecars:
         raise ValueError(_missing_shards(run_dir, slug, limit))
-    metas = [artifacts.read_json(p) for p in sidecars]
+    metas = [score_sidecar.read(p) for p in sidecars]
     splits = sorted({m.get("num_shards") for m in metas}, key=str)
     if len(splits) > 1:
         by = {k: [p.name for p, m in zip(sidecars, metas) if m.get("num_shards") == k] for k in splits}

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, labels, paths, precision
+from . import artifacts, labels, paths, precision, score_sidecar
 from .score_settings import derived_label
 from .run_dataset import read_dataset, select_limit
 from .score_files import check_scores_file, coverage_problem
@@ -33,18 +33,18 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
     finals = paths.score_sidecars(run_dir)
     listed = ([(p, "final") for p in finals] + [(p, "partial") for p in paths.partial_sidecars(run_dir)]
               + [(p, "set_aside") for p in paths.stale_sidecars(run_dir)])
-    metas = {}
+    metas, unread = {}, {}
     for side, where in listed:
         try:
-            metas[side] = artifacts.read_json(side)
-        except ValueError:
-            metas[side] = None
+            metas[side] = score_sidecar.read_meta(side)
+        except ValueError as err:  # a SidecarError says what to score again
+            metas[side], unread[side] = None, str(err)
     merged_into = {name: side.name for side in finals if metas.get(side) for name in metas[side].get("merged_from") or []}
     for side, where in listed:
         meta = metas[side]
         if meta is None:
             rows.append({"file": side.name, "model": side.stem, "label": side.stem, "label_given": False,
-                         "status": "unreadable"})
+                         "status": "unreadable", "why": unread[side]})
             continue
         why = None
         if where == "set_aside":
@@ -97,7 +97,7 @@ def check_label_free(run_dir, label: str, slug: str, given: bool = True) -> None
         if stem == slug or stem.startswith((f"{slug}.limit-", f"{slug}.shard-")):
             continue  # this model's own files
         try:
-            meta = artifacts.read_json(side)
+            meta = score_sidecar.read_meta(side)
             other = _label(meta, stem)
         except (ValueError, KeyError):
             continue
@@ -224,7 +224,9 @@ def excluded_notes(df: pd.DataFrame) -> list[str]:
             continue  # its rows are in the merged file, which is analysed
         what = (f"a limited run (limit={int(r['limit'])}; include_limited: true analyses it)"
                 if r["status"] == "limited"
-                else f"not as written: {r.get('why')}" if r["status"] == "edited" else EXCLUDED_WHY[r["status"]])
+                else f"not as written: {r.get('why')}" if r["status"] == "edited"
+                else f"an unreadable sidecar ({r['why']})" if r["status"] == "unreadable" and r.get("why")
+                else EXCLUDED_WHY[r["status"]])
         prog = (f" ({int(r['n_done'])}/{int(r['n_planned'])} rows)"
                 if r["status"] == "incomplete" and pd.notna(r.get("n_planned")) and pd.notna(r.get("n_done")) else "")
         notes.append(f"not analysed: {r['file']} is {what}{prog}")

@@ -271,9 +271,33 @@ def validate(s: ScoreSettings) -> None:
 
 # The batch size is not among these: scores do not depend on it (batch invariance is tested), so a finished file is
 # re-used whatever the batch size, and a resumed run keeps its checkpoint's batch plan.
-IDENTITY_KEYS = ("model", "adapter", "adapter_sha256", "adapter_scale", "revision", "quantization", "dtype", "dataset_file",
-                 "dataset_sha256", "scorer", "used_chat_template", "options_sha256", "limit", "limit_seed",
-                 "rescore_margin", "num_shards", "shard_index", "masked", "pll_variant")
+@dataclass(frozen=True)
+class ScoreIdentity:
+    """What a score file records of the scoring that made it and that must match for two score files to be the same
+    scoring (``identity``, ``matches``); the score sidecar's ``identity`` (``score_sidecar.ScoreSidecar``)."""
+
+    model: str
+    adapter: str | None = None
+    adapter_sha256: str | None = None  # the adapter's weights; recorded only with an adapter
+    adapter_scale: float | None = None  # ``scale_recorded``: None at full strength
+    revision: str | None = None  # the hub's commit, or an embedded GGUF's sha256
+    quantization: str | None = None
+    dtype: str | None = None
+    dataset_file: str = ""
+    dataset_sha256: str = ""
+    scorer: str = "choices"
+    used_chat_template: bool | None = None
+    options_sha256: str | None = None  # the answer options as the tokenizer rendered them
+    limit: int | None = None
+    limit_seed: int = 0
+    rescore_margin: float | str | None = None
+    num_shards: int = 1
+    shard_index: int = 0
+    masked: bool = False
+    pll_variant: str | None = None  # masked sentence scoring only
+
+
+IDENTITY_KEYS = tuple(f.name for f in dataclasses.fields(ScoreIdentity))
 SHARD_KEYS = ("num_shards", "shard_index")
 DECIDED_AT_LOAD = ("model", "adapter", "adapter_sha256", "revision", "quantization", "dtype", "rescore_margin",
                    "masked", "used_chat_template", "options_sha256")  # read from ``loaded`` when it is given

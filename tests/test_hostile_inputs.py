@@ -33,7 +33,8 @@ def run(tmp_path):
     scores = paths.score_file(r, "some-model")
     scores.parent.mkdir(parents=True)
     artifacts.write_parquet(pd.DataFrame({"prompt_id": ["x"], "logp_yes": [-1.0]}), scores)
-    artifacts.write_json({"complete": True, "model": "some-model", "dataset_sha256": "0" * 64}, paths.sidecar(scores))
+    artifacts.write_json({"complete": True, "model": "some-model", "dataset_sha256": "0" * 64, "scorer": "choices",
+                          "dataset_file": "prompts.parquet", "id_column": "prompt_id"}, paths.sidecar(scores))
     return r
 
 

@@ -72,6 +72,21 @@ def test_the_summary_of_every_sample_validates_against_the_schema(sample, analys
         assert not errors(summary), errors(summary)
 
 
+@pytest.mark.parametrize("sample", ["control", "custom"])
+def test_readers_read_each_field_through_the_schema(sample, analysed):
+    """``records.Summary``: each property reads a field of the schema, and the records read back as ``Record`` s are
+    the ones written."""
+    assert set(records.SUMMARY_FIELDS) == {n for n, v in vars(records.Summary).items() if isinstance(v, property)}
+    assert set(records.SUMMARY_FIELDS.values()) <= set(SCHEMA["properties"])
+    summary = artifacts.read_summary(paths.summary_path(analysed(sample)))
+    view = records.Summary(summary)
+    assert [r.to_json() for r in view.typed_records] == summary["records"]
+    assert view.score_files == summary["inputs"]["score_files"] and view.notes == summary.get("_notes", [])
+    empty = records.Summary({})
+    assert (empty.records, empty.models, empty.design, empty.model_order, empty.notes, empty.score_files,
+            empty.headline) == ([], {}, {}, [], [], None, [])
+
+
 def test_the_schema_refuses_what_an_older_layout_or_a_stray_key_would_write():
     good = records.summary_json({"records": [record("cmh", "upward", 0.4, p=0.03, model="m")],
                                  "models": {"m": {"conditions": {}}}, "inputs": {"score_files": {}}})

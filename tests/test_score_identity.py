@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from nbutils import artifacts, cluster, paths, runstore, score_settings, studies
+from nbutils import artifacts, cluster, paths, runstore, score_settings, score_sidecar, studies
 from nbutils.score_settings import IDENTITY_KEYS, ScoreSettings, Undecided
 
 MONO = studies.get("monotonicity").spec
@@ -42,8 +42,8 @@ def _scored(run, spec, params: dict, **decided) -> dict:
     undecided = {k for k, v in expected.items() if isinstance(v, Undecided)}
     assert undecided <= set(decided) | {"options_sha256"}, f"the test names what loading decided: {undecided}"
     meta = dict({k: "digest-of-the-options" if k in undecided else v for k, v in expected.items()}, **decided,
-                complete=True, batch_size=1)
-    artifacts.write_json(meta, paths.sidecar(settings.score_file(run)))
+                complete=True, batch_size=1, id_column=spec.id_column)
+    score_sidecar.write(meta, paths.sidecar(settings.score_file(run)))
     settings.score_file(run).write_bytes(b"the scores")
     return meta
 

@@ -21,14 +21,15 @@ from .settings import ScoreSettings, non_finite_message
 
 def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
               progress=True, say_limited: bool = True,
-              **run_params) -> tuple[pd.DataFrame, dict]:
+              **run_params) -> tuple[pd.DataFrame, runstore.ScoreSidecar]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
     ``settings``: the resolved ``ScoreSettings`` (``lm.settings``, the ones the model was loaded with, by default);
     ``run_params`` (``limit``, ``batch_size``, ``chat_template``, shards, …) replace its run parameters. Checkpoints
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
-    different model, precision, dataset or scorer. ``progress``: True for a bar, False for none, or a callable(n_rows)
+    different model, precision, dataset or scorer. Returns the scores and their sidecar (``score_sidecar.ScoreSidecar``;
+    an unfinished run's says ``complete: false``). ``progress``: True for a bar, False for none, or a callable(n_rows)
     per batch. ``say_limited`` False: a limited run does not
     print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).
     """
@@ -82,7 +83,8 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
         planned = sorted(i for b in batches for i in b)
         if not set(planned).issubset(done) or not getattr(scorer, "complete", True):
             saver.save()
-            return scorer.frame(sorted(done), done), dict(meta, complete=False, n_done=len(done), n_planned=n_planned)
+            return scorer.frame(sorted(done), done), runstore.ScoreSidecar.of(dict(meta, complete=False, n_done=len(done),
+                                                                                   n_planned=n_planned))
         df = scorer.frame(planned, done)
         meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
                     versions=artifacts.versions())

@@ -25,7 +25,7 @@ from importlib import resources
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
-from ... import artifacts, paths
+from ... import paths, score_sidecar
 from ...firth import mean_over_strata
 from ...stats import claim, fallback_headlines, fit_problems, holm, record
 from .quantifier_mixed_models import separated_cells
@@ -53,7 +53,7 @@ def scored_order(run_dir, models, slugs: dict | None = None) -> list[str]:
     created = {}
     for side in paths.score_sidecars(run_dir):
         try:
-            created[side.stem] = str(artifacts.read_json(side).get("created") or "")
+            created[side.stem] = str(score_sidecar.read(side).get("created") or "")
         except ValueError:
             continue
     slug = (slugs or {}).get

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pathlib import Path
 
-from nbutils import artifacts
+from nbutils import artifacts, score_sidecar
 from nbutils.paths import repo_root
 from nbutils.rbridge import r_available
 from nbutils import studies
@@ -81,6 +81,13 @@ def test_real_model_scores_and_metadata(swept):
     assert meta["used_chat_template"] and meta["answer_strings"] == ["Yes", "No"] and meta["single_forward_pass"]
     assert meta["revision"].startswith("gguf-sha256:") and meta["dataset_sha256"] == artifacts.sha256_file(run / "prompts.parquet")
     assert meta["versions"]["torch"] and meta["rows_per_second"] > 0
+    # the sidecar the engine wrote is its record, valid against the shipped schema, and the notebook shows it whole
+    assert score_sidecar.read(run / "scores" / "smollm2-135m-instruct.json").to_json() == meta
+    jsonschema = pytest.importorskip("jsonschema")
+    assert not [e.message for e in jsonschema.Draft202012Validator(score_sidecar.json_schema()).iter_errors(meta)]
+    shown = output_text(nbformat.read(run / "notebooks" / "score__smollm2-135m-instruct.ipynb", as_version=4))
+    assert f"score sidecar (schema_version {score_sidecar.SCHEMA_VERSION})" in shown
+    assert f"  dataset_sha256: {meta['dataset_sha256']!r}" in shown and f"  n_rows: {meta['n_rows']}" in shown
 
 
 def test_same_parameters_give_the_recorded_prompts():

@@ -163,6 +163,7 @@ def test_negation_skip_check_sees_the_pll_variant(tmp_path):
     (tmp_path / "stimuli.parquet").write_bytes(b"x")
     artifacts.write_json({"complete": True, "model": "bert-base-uncased", "dataset_file": "stimuli.parquet",
                           "dataset_sha256": artifacts.sha256_file(tmp_path / "stimuli.parquet"), "scorer": "sentences",
+                          "id_column": "stimulus_id",
                           "quantization": "none", "dtype": "float32", "rescore_margin": 0.0, "revision": "abc",
                           "pll_variant": "original", "batch_size": 64, "masked": True, "limit": None, "limit_seed": 0,
                           "num_shards": 1, "shard_index": 0}, tmp_path / "scores" / "bert-base-uncased.json")
