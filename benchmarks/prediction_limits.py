@@ -13,7 +13,8 @@ simulation (``coverage``). Three uses:
   not in the binomial data);
 - ``minimax``: the plug-in μ̂ ± √(a²·SE_HK² + b²·τ²_q), τ²_q the upper limit of the one-sided Q-profile interval at
   level q, with (q, a, b) chosen per k so that the worst coverage over every r is as close to 95% as possible;
-  ``minimax_ci`` the same with a = t(k−1) (never narrower than the pooled gap's own 95% CI);
+  ``minimax_ci`` the same with a = t(k−1), centred on the Paule–Mandel pooled gap with its Hartung–Knapp SE (so it
+  holds the pooled gap's own 95% CI; in normal theory the SE is the same at every τ²): the reported interval;
 - ``bound``: by a linear programme over randomised half-widths H(Q) ≥ t(k−1)·SE_HK, the widest margin inside
   90–97% over r ≤ r_max that any interval centred on the pooled gap and never narrower than that CI can keep.
 
@@ -27,6 +28,11 @@ normal theory); ``minimax`` and ``minimax_ci``.
     python benchmarks/prediction_limits.py --sims 400 --seeds 1 20240203 20240205 \
         --out benchmarks/results/prediction_limits.json
     python benchmarks/prediction_limits.py --table benchmarks/results/prediction_limits.json
+    python benchmarks/prediction_limits.py --constants nbutils/studies/monotonicity/data/prediction_constants.json
+
+``--constants`` tabulates ``minimax_ci``'s (q, b) for k = 3 to 100 variants with each k's lowest and highest
+normal-theory coverage over r: the reported prediction interval reads them (``nbutils.studies.monotonicity.
+prediction``), and a test recomputes k = 3 and 4.
 """
 from __future__ import annotations
 
@@ -170,14 +176,15 @@ def cell(name: str, tau: float, sims: int, seed: int) -> dict:
             f, s = at - j0, np.arange(sims)
             out["cd_beran"] = ((1 - f) * lo[s, j0] + f * lo[s, j0 + 1], (1 - f) * hi[s, j0] + f * hi[s, j0 + 1])
     q0 = profile(gap, var)
+    pm = fit(gap, var, tau2_at(q0, k - 1.0)[:, 0])  # the Paule–Mandel fit: the reported pooled gap and its HK SE
     for m, floor in (("minimax", False), ("minimax_ci", True)):
         q, a, b, *_ = minimax(k, floor)
         t2 = tau2_at(q0, sps.chi2.ppf(1 - q, k - 1))[:, 0]
-        mu, hk = fit(gap, var, t2)
+        mu, hk = pm if floor else fit(gap, var, t2)  # minimax_ci: centred on the pooled gap, holding its CI
         half = np.sqrt(a ** 2 * hk[:, 0] + b ** 2 * t2)
         out[m] = mu[:, 0] - half, mu[:, 0] + half
         if not floor:  # how often it is narrower than the pooled gap's own 95% CI (t(k−1)·SE_HK at Paule–Mandel τ²)
-            se = np.sqrt(fit(gap, var, tau2_at(q0, k - 1.0)[:, 0])[1][:, 0])
+            se = np.sqrt(pm[1][:, 0])
             narrower = float(np.mean(half < sps.t.ppf(0.975, k - 1) * se))
     res = {"design": name, "v": k, "n": n, "tau": tau, "sims": sims, "minimax_narrower_than_ci": narrower}
     for m, (lo, hi) in out.items():
@@ -223,13 +230,45 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+K_MAX = 100  # the constants' table runs from 3 to K_MAX variants
+
+
+def _constants_row(k: int) -> dict:
+    q, a, b, lowest, highest = minimax(k, ci_floor=True)
+    return {"q": q, "b": round(b, 6), "lowest": round(lowest, 5), "highest": round(highest, 5)}
+
+
+def constants(path: Path, jobs: int = 1) -> dict:
+    """``minimax_ci``'s (q, b) per number of variants, 3 to ``K_MAX``, written to ``path``."""
+    from multiprocessing import Pool
+
+    ks = list(range(3, K_MAX + 1))
+    with Pool(jobs) as pool:
+        rows = pool.map(_constants_row, ks, chunksize=1)
+    out = {"about": "the reported prediction interval's constants per number of variants k: pooled gap ± "
+                    "sqrt(t(k-1)^2 * SE_HK^2 + b^2 * tau2_q), tau2_q the upper limit of the one-sided Q-profile "
+                    "interval for tau2 at level q; lowest and highest: its normal-theory coverage of a new "
+                    "variant's true gap over every tau2/sigma2 (made by benchmarks/prediction_limits.py --constants)",
+           "r_grid": [float(R[1]), float(R[-1]), len(R)], "chi2_quantiles": S,
+           "q_grid": [0.50, 0.98, 0.02], "k": {str(k): row for k, row in zip(ks, rows)}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sims", type=int, default=400)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 20240203, 20240205])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--table", type=Path, default=None, help="print the docs table of this results file and exit")
+    ap.add_argument("--constants", type=Path, default=None,
+                    help="write the reported interval's (q, b) for 3 to 100 variants to this file and exit")
+    ap.add_argument("--jobs", type=int, default=1, help="processes for --constants")
     a = ap.parse_args(argv)
+    if a.constants:
+        constants(a.constants, a.jobs)
+        return 0
     if a.table:
         print(markdown(json.loads(a.table.read_text())))
         return 0
