@@ -116,7 +116,8 @@ def failures_of(rows: list[dict], low: float, high: float) -> list[str]:
             for r in rows if r["reported"] and not low <= r[m]["coverage"] <= high]
 
 
-LABELS = {"minimax_ci": "plug-in, Q-profile τ² (reported)", "cd": "confidence distribution", "hk_pm_adhoc": "HK, scale ≥ 1, t(k−1)", "hk_pm": "HK, t(k−1)",
+LABELS = {"minimax_ci": "plug-in, Q-profile τ² (reported)", "cd": "confidence distribution",
+          "hk_pm_adhoc": "HK, scale ≥ 1, t(k−1)", "hk_pm": "HK, t(k−1)",
           "hts_pm": "HTS, PM, t(k−2)", "hts_dl": "HTS, DL, t(k−2)"}
 
 

@@ -120,10 +120,10 @@ def predict(gap, var, method: str = REPORTED, level: float = LEVEL, seed: int = 
     """The random-effects pooled gap, τ² and the prediction interval for a new variant's gap. ``method``:
     ``minimax_ci`` (the reported one: μ̂ ± √(t_{k−1}²·SE_HK² + b²·τ²_q), μ̂ and its Hartung–Knapp SE the Paule–Mandel
     fit's, so it holds the pooled gap's own 95% CI; τ²_q the upper limit of the one-sided Q-profile confidence
-    interval for τ² at level q, (q, b) per k from ``constants``; 95% only), ``cd`` (the predictive distribution sampled as Nagashima, Noma and Furukawa,
-    "Prediction intervals for random-effects meta-analysis: a confidence distribution approach": τ² drawn from its
-    Q-profile confidence distribution (``tau2_draws``), then the new gap μ̂(τ²) + z·τ − t_{k−1}·SE_HK(τ²); the
-    interval is the draws' 2.5% and 97.5% quantiles), ``hk_pm_adhoc`` (Paule–Mandel τ², Hartung–Knapp SE with its
+    interval for τ² at level q, (q, b) per k from ``constants``; 95% only), ``cd`` (the predictive distribution
+    sampled as Nagashima, Noma and Furukawa, "Prediction intervals for random-effects meta-analysis: a confidence
+    distribution approach": τ² drawn from its Q-profile confidence distribution (``tau2_draws``), then the new gap
+    μ̂(τ²) + z·τ − t_{k−1}·SE_HK(τ²); the interval is the draws' 2.5% and 97.5% quantiles), ``hk_pm_adhoc`` (Paule–Mandel τ², Hartung–Knapp SE with its
     scale held at ≥ 1 and t_{k−1}), ``hk_pm`` (the same without the correction), ``hts_pm`` / ``hts_dl``
     (Higgins–Thompson–Spiegelhalter: model SE, t_{k−2}, with the Paule–Mandel or DerSimonian–Laird τ²). μ̂, its SE
     and τ² are the Paule–Mandel fit's (the DerSimonian–Laird τ² beside), whatever the interval."""

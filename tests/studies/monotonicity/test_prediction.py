@@ -308,7 +308,8 @@ def test_committed_calibration_is_the_docs_table_and_the_sentences_numbers(cal):
     assert f"Outside 90–97% lie only {len(out)} cells" in docs
     for r in out:
         assert f"{100 * r[rp]['coverage']:.1f}% ({r['design']['name']}, τ = {r['tau']:g})" in docs
-    assert {f.split(":")[0] for f in res["failures"]} == {f"{rp} {r['design']['name']}/tau={r['tau_name']}" for r in out}
+    failed = {f"{rp} {r['design']['name']}/tau={r['tau_name']}" for r in out}
+    assert {f.split(":")[0] for f in res["failures"]} == failed
     cd_out = [r for r in rows if rep(r) and not 0.90 <= r["cd"]["coverage"] <= 0.97]
     assert f"with {len(cd_out)} cells above 97%" in docs and all(r["cd"]["coverage"] > 0.97 for r in cd_out)
     # crossed cells whose spread comes from the templates and phrases: every construction falls short
@@ -367,7 +368,8 @@ def test_limits_page_is_the_committed_results_and_the_bound_holds(load_benchmark
             assert (c.min(), c.max()) == pytest.approx((p["lowest"], p["highest"]), abs=1e-9)
             assert f"{100 * p['lowest']:.1f}–{100 * p['highest']:.1f}% with {k} variants" in docs
     cd0 = [f"{100 * th[k]['cd'][0]:.1f}%" for k in ("3", "4", "24")]
-    assert f"confidence-distribution interval's is {cd0[0]} with 3 variants, {cd0[1]} with 4 and {cd0[2]} with 24 when" in docs
+    assert (f"confidence-distribution interval's is {cd0[0]} with 3 variants, {cd0[1]} with 4 and {cd0[2]} with 24 "
+            "when") in docs
     assert th["24"]["minimax"]["a"] < 1 and th["24"]["minimax_ci"]["highest"] > 0.97
     assert lim.bound(24, 1.0, bins=60, widths=30) < 0.01 < lim.bound(4, 1.0, bins=60, widths=30)
     m = {k: f"{100 * th[k]['bound_margin']['1']:.1f}" for k in th}
