@@ -105,7 +105,8 @@ def test_the_arms_are_read_from_the_score_files_sidecars(tmp_path):
 
 
 RESULTS = paths.repo_root() / "benchmarks" / "results" / "validation.json"
-DECOY = artifacts.read_json(paths.repo_root() / "benchmarks" / "results" / "decoy-balanced-training.json")
+DECOY = artifacts.read_json(paths.repo_root() / "adapters" / "smollm2-135m-balanced-decoy" / "training.json")
+REFUSED = artifacts.read_json(paths.repo_root() / "benchmarks" / "results" / "decoy-balanced-training.json")
 
 
 def test_the_docs_page_shows_the_results_file():
@@ -116,6 +117,9 @@ def test_the_docs_page_shows_the_results_file():
     for line in validation.text(results).splitlines():
         assert line in page, line
     assert validation.cost_text(results) in page and validation.decoy_text(DECOY) in page
+    assert validation.decoy_text(REFUSED) in page and "It passed its check and ships." in validation.decoy_text(DECOY)
+    decoy = [r for r in results["records"] if r["arm"] == "decoy"]
+    assert len(decoy) == 1 and decoy[0]["flagged"] == 0, "the shipped decoy reads null in every prompt set"
     assert results["seeds"] == yaml.safe_load((paths.repo_root() / "params" / "validation.yaml").read_text())["seeds"]
 
 

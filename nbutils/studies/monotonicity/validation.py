@@ -81,17 +81,19 @@ def current_summary(run) -> dict | None:
 def seed_rows(summary: dict, arm_of: dict, seed: int, alpha: float = ALPHA) -> list[dict]:
     """One row per model of ``arm_of`` in one seed's analysis: its headline test of the concept-learning gap (verdict,
     p, validity), the gap with its bootstrap CI, the accuracies, and the readings (floor, use of the examples)."""
-    rows = []
+    rows, slugs = [], summary.get("labels") or {}  # results name a model by its label; its score file by its slug
     for e in entries(summary, alpha):
-        who = arm_of.get(e.get("model"))
+        slug = slugs.get(e.get("model"), e.get("model"))
+        who = arm_of.get(slug)
         if who is None or e.get("condition") != "concept_learning" or e.get("term") != "upward" or e.get("models"):
             continue
         cond = summary["models"][e["model"]]["conditions"]["concept_learning"]
         lo, hi = cond.get("gap_ci95_bootstrap") or (math.nan, math.nan)
         floor, uses = e.get("floor") or {}, e.get("uses_examples") or {}
         valid = bool(e.get("valid"))
-        rows.append({"seed": seed, **who, "model": e["model"], "n": e.get("n"), "acc_up": cond.get("acc_up"),
-                     "acc_down": cond.get("acc_down"), "gap": cond.get("gap"), "gap_ci_low": lo, "gap_ci_high": hi,
+        rows.append({"seed": seed, **who, "model": e["model"], "slug": slug, "n": e.get("n"),
+                     "acc_up": cond.get("acc_up"), "acc_down": cond.get("acc_down"), "gap": cond.get("gap"),
+                     "gap_ci_low": lo, "gap_ci_high": hi,
                      "test": e.get("test"), "method": e.get("method"), "p": e.get("p"), "valid": valid,
                      "verdict": e.get("verdict"), "detected": valid and e.get("verdict") == "more",
                      "flagged": valid and e.get("verdict") not in (None, "none"), "reading": e.get("reading"),
@@ -116,7 +118,7 @@ def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | N
             raise ValueError(f"root: {run} holds no scores of {ladder_adapter} or {decoy_adapter}")
         yes = {stem: float(pd.read_parquet(paths.scores_dir(run) / f"{stem}.parquet", columns=["pred_yes"])
                            ["pred_yes"].mean()) for stem in arm_of}  # how one-sided the answers are
-        rows += [dict(r, yes_rate=yes[r["model"]]) for r in seed_rows(summary, arm_of, seed, alpha)]
+        rows += [dict(r, yes_rate=yes[r["slug"]]) for r in seed_rows(summary, arm_of, seed, alpha)]
     return pd.DataFrame(rows)
 
 
@@ -202,7 +204,8 @@ def records(tab: pd.DataFrame, rows: pd.DataFrame, share: float = RELIABLE) -> d
 
 
 def _points(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    v = round(100 * x, 1)
+    return f"{v + 0.0:+.1f}"  # + 0.0: a gap that rounds to zero reads +0.0, never -0.0
 
 
 def text(summary: dict) -> str:
