@@ -48,7 +48,8 @@ def main() -> None:
                       prompts_per_concept=args.per_concept, n_examples=20, seed=0)
         prompts = mono.generate_prompts(**params)
         mono.write_prompts(prompts, run, params)
-        meta = dict(model="synthetic", complete=True, limit=None, limit_seed=0, num_shards=1, shard_index=0,
+        meta = dict(model="synthetic", scorer="choices", id_column="prompt_id", complete=True, limit=None, limit_seed=0,
+                    num_shards=1, shard_index=0,
                     dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(paths.prompts_path(run)))
         runstore.write_scores(synthetic_scores(prompts), meta, paths.score_file(run, "synthetic"))
 
