@@ -24,6 +24,7 @@ import pandas as pd
 
 from ... import artifacts, paths
 from ...headline import entries
+from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
@@ -72,7 +73,7 @@ def current_summary(run) -> dict | None:
     if not f.is_file():
         return None
     summary = artifacts.read_json(f)
-    recorded = (summary.get("inputs") or {}).get("score_files") or {}
+    recorded = Summary(summary).score_files or {}
     now = {side.with_suffix(".parquet").name: artifacts.sha256_file(side.with_suffix(".parquet"))
            for side in paths.score_sidecars(run) if side.with_suffix(".parquet").is_file()}
     return summary if recorded and recorded == now else None
@@ -81,7 +82,7 @@ def current_summary(run) -> dict | None:
 def seed_rows(summary: dict, arm_of: dict, seed: int, alpha: float = ALPHA) -> list[dict]:
     """One row per model of ``arm_of`` in one seed's analysis: its headline test of the concept-learning gap (verdict,
     p, validity), the gap with its bootstrap CI, the accuracies, and the readings (floor, use of the examples)."""
-    rows, slugs = [], summary.get("labels") or {}  # results name a model by its label; its score file by its slug
+    rows, slugs = [], Summary(summary).labels  # results name a model by its label; its score file by its slug
     for e in entries(summary, alpha):
         slug = slugs.get(e.get("model"), e.get("model"))
         who = arm_of.get(slug)
