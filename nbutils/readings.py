@@ -1,12 +1,19 @@
-"""What a quantifier study's headline means, per model and condition, read from ``summary.json``: one of five
-readings, each with its one sentence.
+"""What a quantifier study's headline means, per model and condition, read from ``summary.json``: one of seven
+readings, each with its one sentence. A reading claims only what a test shows.
 
-- ``learned``: the gap is significant and the answers use the examples (or the stated concept): "upward concepts
-  were learned better than downward ones";
-- ``prior``: the gap is significant but the answers show no use of what the examples say beyond the query: the gap
-  comes from a prior on the query, and the rule analysis says which rule the model follows instead;
-- ``below_floor``: no significant gap, and accuracy is not above what a responder with no information gets: no
-  conclusion about a bias can be drawn;
+- ``learned``: the gap is significant and the answers follow the labels' direction (twin prompts: label-flipped
+  twins; without them, the score test of the examples' labels, each direction leaning toward its gold answer):
+  "upward concepts were learned better than downward ones";
+- ``mirror``: the gap is significant and the answers move with the examples' threshold but read every concept as
+  "more than" it (threshold-shifted twins; without them, the score test leaning toward the upward gold and away
+  from the downward one): the papers' signature;
+- ``prior``: the gap is significant and every use of the examples is *excluded* beyond an equivalence margin (twin
+  prompts only: a test that fails to reject never shows this);
+- ``undetermined``: the gap is significant but the data cannot say where it comes from: the sentence says which test
+  found no evidence, the power it had against a learner and a mirror learner, and the prompts that would decide;
+- ``below_floor``: no significant gap, and accuracy is not above what a responder with no information gets, either
+  at the floor (its CI excludes accuracies ``FLOOR_MARGIN`` above chance) or at its edge: no conclusion about a bias
+  can be drawn;
 - ``no_evidence``: no significant gap from a model that is above the floor (a gap at least as large as the design
   finds 4 times in 5 is said as "not significant", never as "no evidence");
 - ``no_valid_test``: no test that can reject at this design could be estimated: the sentence says what the data show
@@ -26,7 +33,7 @@ from .stats import can_reject
 from .results import (ALPHA, SHORT_METHODS, _finite, _shown, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
                       odds_ratio_scale, phrase, verdict)
 
-READINGS = ("learned", "prior", "below_floor", "no_evidence", "no_valid_test")
+READINGS = ("learned", "mirror", "prior", "undetermined", "below_floor", "no_evidence", "no_valid_test")
 MARGINAL_ORDER = ("gee_bias_reduced", "firth_plr", "cmh")  # where a marginal OR beside a conditional one comes from
 RULE_WORDS = {"true_concept": "the true concept", "mirror": "the mirror", "always_yes": "always Yes",
               "always_no": "always No", "last_label": "the last example's label",
@@ -99,14 +106,18 @@ def rule_block(summary: dict, model, condition) -> dict | None:
     out = {"mirror_down": mt.get("mirror_agreement_down") if mt else None,
            "mirror_up": mt.get("mirror_agreement_up") if mt else None,
            "p": mt.get("p_exact_stratified") if mt else None,
+           "p_chance": mt.get("p_down_above_chance") if mt else None,
            "down_best_mirror": sum(r.get("best_rule") == "mirror" for r in down), "n_down": len(down),
            "up_best_true": sum(r.get("best_rule") == "true_concept" for r in up), "n_up": len(up)}
     rules = [str(r.get("best_rule")) for r in best if r.get("best_rule")]
     if rules:
         top = max(dict.fromkeys(rules), key=rules.count)
         out.update(most_common_rule=top, most_common_count=rules.count(top), n_concepts=len(rules))
+    # a mirror is claimed only beyond chance: coin-flip downward answers agree with the mirror half the time, more
+    # than a model that is right on upward concepts agrees with theirs, and that is no sign of a mirror
     out["answers_as_mirror"] = bool(_finite(out["p"]) and out["p"] < ALPHA and _finite(out["mirror_down"])
-                                    and _finite(out["mirror_up"]) and out["mirror_down"] > out["mirror_up"])
+                                    and _finite(out["mirror_up"]) and out["mirror_down"] > out["mirror_up"]
+                                    and _finite(out["p_chance"]) and out["p_chance"] < ALPHA)
     return out
 
 
@@ -118,10 +129,20 @@ def rule_sentence(model, condition, rule: dict | None, alpha: float = ALPHA) -> 
     where = CONDITION_NAMES.get(condition, condition)
     bits = []
     if _finite(rule.get("mirror_down")) and _finite(rule.get("mirror_up")):
-        said = "were answered as their upward mirror" if rule["answers_as_mirror"] else \
-            "were not answered as their mirror more than upward ones"
-        bits.append(f"downward concepts {said} ({_pct(rule['mirror_down'])} vs {_pct(rule['mirror_up'])} mirror "
-                    f"agreement, {fmt_p(rule.get('p'), alpha)}, exact stratified test)")
+        if rule["answers_as_mirror"]:
+            bits.append(f"downward concepts were answered as their upward mirror ({_pct(rule['mirror_down'])} vs "
+                        f"{_pct(rule['mirror_up'])} mirror agreement, {fmt_p(rule.get('p'), alpha)}, exact stratified "
+                        f"test; beyond chance, {fmt_p(rule.get('p_chance'), alpha)})")
+        elif _finite(rule.get("p_chance")) and rule["p_chance"] >= alpha and _finite(rule.get("p")) \
+                and rule["p"] < alpha and rule["mirror_down"] > rule["mirror_up"]:
+            bits.append(f"downward concepts agree with their upward mirror more often than upward ones with theirs "
+                        f"({_pct(rule['mirror_down'])} vs {_pct(rule['mirror_up'])}, {fmt_p(rule.get('p'), alpha)}), "
+                        f"but no more than answers given independently of the mirror would "
+                        f"({fmt_p(rule.get('p_chance'), alpha)}, Fisher's exact test): no evidence of a mirror")
+        else:
+            bits.append(f"no evidence that downward concepts were answered as their mirror more than upward ones "
+                        f"({_pct(rule['mirror_down'])} vs {_pct(rule['mirror_up'])} mirror agreement, "
+                        f"{fmt_p(rule.get('p'), alpha)}, exact stratified test)")
     if rule.get("n_down") and (rule["down_best_mirror"] or rule["up_best_true"]):
         bits.append(f"the mirror fits {rule['down_best_mirror']} of {rule['n_down']} downward concepts best and the "
                     f"true concept {rule['up_best_true']} of {rule['n_up']} upward ones")
@@ -153,7 +174,9 @@ def _caveats(summary: dict, model, condition, cond: dict, rec: dict | None, alph
               and _same(r, model, condition)), None)
     gap = cond.get("gap")
     if d is not None and _finite(d.get("estimate")) and _finite(gap) and d.get("valid", True):
-        same_sign = (d["estimate"] > 0) == (gap > 0) or d["estimate"] == 0 == gap
+        # disagreement: opposite non-zero signs, or one significant and the other not (a zero gap beside a small d′
+        # gap is no disagreement)
+        same_sign = not (d["estimate"] * gap < 0)
         v_acc = verdict(rec, alpha) if rec else "invalid"
         v_d = verdict(d, alpha)
         sig_differs = can_reject(d, alpha) and (v_acc in ("more", "less")) != (v_d in ("more", "less"))
@@ -163,20 +186,131 @@ def _caveats(summary: dict, model, condition, cond: dict, rec: dict | None, alph
     return out
 
 
+FLOOR_MARGIN = 0.10  # "at the floor": the floor's 95% CI lies below chance + 10 points; "at its edge" otherwise
+
+
+def floor_state(fl: dict | None, alpha: float = ALPHA) -> str | None:
+    """``above`` (significantly above chance), ``below`` (not above, and the 95% CI excludes accuracies more than
+    ``FLOOR_MARGIN`` above chance: the data place the model at the floor), ``edge`` (neither: the data cannot say
+    whether it can do the task), or None where the floor was not tested."""
+    if not fl or not _finite(fl.get("p")):
+        return None
+    if fl["p"] < alpha:
+        return "above"
+    hi, chance = fl.get("ci_high"), fl.get("chance")
+    return "below" if _finite(hi) and _finite(chance) and hi < chance + FLOOR_MARGIN else "edge"
+
+
+def _floor_phrase(state: str) -> str:
+    return "below the task floor" if state == "below" else "at the edge of the task floor (neither shown above it nor at it)"
+
+
+def _net(r: dict | None, alpha: float) -> str:
+    """``net +25.0 points of 60 pairs follow, 95% CI [+12.1, +37.9], p < .001``: one twin component in words."""
+    if not r or not _finite(r.get("estimate")):
+        return "n/a"
+    ci = fmt_ci(100 * r["ci_low"], 100 * r["ci_high"], 1) if _finite(r.get("ci_low")) else ""
+    return (f"net {100 * r['estimate']:+.1f} points of {r['n']} pairs{', 95% CI ' + ci if ci else ''}, "
+            f"{fmt_p(r.get('p'), alpha)}")
+
+
+def _equivalent(r: dict | None, margin: float) -> bool:
+    """The 90% CI of a twin component lies within ± ``margin``: a use of that size or more is excluded (TOST)."""
+    return bool(r and _finite(r.get("ci90_low")) and _finite(r.get("ci90_high"))
+                and r["ci90_low"] > -margin and r["ci90_high"] < margin)
+
+
+def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
+    """What the twin prompts say of where the answers come from: ``kind`` (``learned``: they follow the labels'
+    direction; ``mirror``: they move with the examples' threshold read as "more than" but not with the labels;
+    ``prior``: every use of the examples is excluded beyond the equivalence margin; ``undetermined``: none of these
+    shown) and ``text``, the clause that says it with its tests."""
+    labels, thr = tw.get("labels"), tw.get("threshold") or {}
+    up, down, both = thr.get("upward"), thr.get("downward"), thr.get("both")
+    power = tw.get("power") or {}
+    margin = power.get("margin", 0.15)
+    sig = (lambda r, key="p": bool(r and _finite(r.get(key)) and r[key] < alpha))
+    uses_labels = sig(labels) and labels["estimate"] > 0
+    upward_reading = bool(both and sig(both, "upward_reading_p") and both.get("upward_reading", 0) > 0)
+    lab = f"label-flipped twins: {_net(labels, alpha)}" if labels else ""
+    if uses_labels:
+        return {"kind": "learned", "text": f"the answers follow the labels' direction ({lab}, exact McNemar test)"}
+    if upward_reading:
+        return {"kind": "mirror",
+                "text": ("the answers move with the examples' threshold but read every concept as \"more than\" it "
+                         f"(threshold-shifted twins, net {100 * both['upward_reading']:+.1f} points of {both['n']} "
+                         f"pairs move that way, one-sided exact McNemar {fmt_p(both['upward_reading_p'], alpha)}; "
+                         f"upward {_net(up, alpha)}, downward {_net(down, alpha)}), with no evidence of following "
+                         f"the labels' direction ({lab})")}
+    comps = [labels, up, down]
+    if all(_equivalent(r, margin) for r in comps) and labels and up and down:
+        return {"kind": "prior",
+                "text": (f"every use of the examples is excluded beyond ±{100 * margin:.0f} points (90% CIs of the "
+                         f"label-flipped twins, {_net(labels, alpha)}, and of the threshold-shifted twins, upward "
+                         f"{_net(up, alpha)}, downward {_net(down, alpha)}): the answers do not use the examples")}
+    nl, nt, need = power.get("n_label_pairs"), power.get("n_threshold_pairs"), power.get("pairs_needed")
+    pw = (f"; with {nl} label-flipped and {nt} threshold-shifted pairs the twin tests had "
+          f"{100 * power.get('learner', 0):.0f}% power against a learner and {100 * power.get('mirror', 0):.0f}% "
+          f"against a mirror learner right {100 * power.get('reference_accuracy', 0.65):.0f}% of the time; {need} "
+          f"pairs of each give 80%") if isinstance(nl, int) and isinstance(need, int) else ""
+    if sig(both):
+        what = ("the answers move with the examples' threshold, but neither as the concept's own direction shown by "
+                f"the labels ({lab}) nor as the mirror")
+    else:
+        what = (f"no evidence that the answers follow the labels' direction ({lab}) or the examples' threshold "
+                f"(threshold-shifted twins, {fmt_p(both.get('p') if both else None, alpha)}), and neither use is "
+                f"excluded")
+    return {"kind": "undetermined", "text": what + pw}
+
+
+def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: float = ALPHA) -> dict:
+    """What the score test of the examples' (or the statement's) labels says without twin prompts: ``learned`` where
+    the answers lean toward every direction's gold answer beyond the query, ``mirror`` where they lean toward the
+    upward gold and away from the downward one, else ``undetermined`` (a test that cannot reject never shows that
+    the answers ignore the examples). ``design``: the power twin prompts would have at this size (the analysis's
+    ``twin_design`` block)."""
+    what = "the stated concept" if stated else "the examples"
+    if uses is None or uses.get("uses") is None:
+        why = (uses or {}).get("note") or "it was not computed"
+        return {"kind": "undetermined", "text": f"the examples test could not run ({why}), so where the gap comes "
+                                                "from is not known"}
+    p = fmt_p(uses.get("p"), alpha)
+    if uses["uses"]:
+        su, sd = uses.get("score_upward"), uses.get("score_downward")
+        if not stated and _finite(su) and _finite(sd) and su > 0 > sd:
+            return {"kind": "mirror", "text": f"the answers use {what} beyond the query (score test, {p}), toward the "
+                                              "gold answer for upward concepts and away from it for downward ones: "
+                                              "the mirror's pattern"}
+        return {"kind": "learned", "text": f"the answers use {what} beyond the query (score test, {p})"}
+    text = f"the score test finds no evidence that the answers use {what} beyond the query ({p}), which does not " \
+           "show that they ignore it"
+    if not stated and design and _finite(design.get("learner")) and _finite(design.get("mirror")):
+        text += (f"; twin prompts (twins: [label_flip, threshold_shift]) would tell a learner, a mirror and a prior "
+                 f"apart: with {design.get('n_pairs')} pairs of each, {100 * design['learner']:.0f}% power against a "
+                 f"learner and {100 * design['mirror']:.0f}% against a mirror learner right "
+                 f"{100 * design.get('reference_accuracy', 0.65):.0f}% of the time; {design.get('pairs_needed')} "
+                 "pairs of each give 80%")
+    return {"kind": "undetermined", "text": text}
+
+
 def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
-    """The reading of ``model``'s gap in ``condition`` with its facts (floor, uses_examples, rule, constant) and its
-    sentence."""
-    cond = (model_block(summary, model).get("conditions") or {}).get(condition) or {}
+    """The reading of ``model``'s gap in ``condition`` with its facts (floor, uses_examples, twins, rule, constant)
+    and its sentence."""
+    block = model_block(summary, model)
+    cond = (block.get("conditions") or {}).get(condition) or {}
     rec = headline_record(summary, model, condition)
     floor, uses, const = cond.get("floor"), cond.get("uses_examples"), cond.get("constant")
+    tw = cond.get("twins")
     rule = rule_block(summary, model, condition)
     v = verdict(rec, alpha) if rec is not None else "invalid"
     where = CONDITION_NAMES.get(condition, condition)
     stated = condition == "explicit"
+    state = floor_state(floor, alpha)
     accs = f"{_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward correct"
     method = f", {SHORT_METHODS.get(rec.get('test'), rec.get('test'))}" if rec is not None else ""
     if rec is not None and rec.get("fallback_for"):
         method += f" standing in for the {SHORT_METHODS.get(rec['fallback_for'], rec['fallback_for']).split(',')[0]}"
+    evidence = None
     if v == "invalid":
         kind = "no_valid_test"
         counts = _per_threshold(cond)
@@ -186,32 +320,40 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
     elif v in ("more", "less"):
         better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
         nums = phrase(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
-        if uses is not None and uses.get("uses") is False:
-            kind = "prior"  # the query-only model's own test (``query_p``) is in the headline entry
-            what = "the stated concept" if stated else "the examples"
-            mirror = ""
-            if rule and rule.get("answers_as_mirror") and v == "more":
-                mirror = "; downward concepts are answered as their upward mirror"
-            short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
-            text = (f"{better} concepts were answered right more often ({short}; {nums}), but the gap comes from a "
-                    f"prior on the query, not from learning from {what} (score test, {fmt_p(uses.get('p'), alpha)})"
-                    f"{mirror}")
+        if tw and (tw.get("labels") or tw.get("threshold")):
+            evidence = twin_evidence(tw, alpha)
         else:
-            kind = "learned"
+            evidence = score_evidence(uses, stated, cond.get("twin_design"), alpha)
+        kind = evidence["kind"]
+        short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
+        if kind == "learned":
             verb = "answered" if stated else "learned"
-            text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums})"
+            text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums}): {evidence['text']}"
+        elif kind == "mirror":
+            text = (f"{better} concepts were answered right more often ({short}; {nums}), and the gap is the "
+                    f"mirror's: {evidence['text']}")
+        elif kind == "prior":
+            text = (f"{better} concepts were answered right more often ({short}; {nums}), from a prior on the query: "
+                    f"{evidence['text']}")
+        else:
+            text = (f"{better} concepts were answered right more often ({short}; {nums}), but where the gap comes "
+                    f"from is undetermined: {evidence['text']}")
+        overall = (block.get("overall") or {}).get("floor")
+        if kind == "learned" and floor_state(overall, alpha) in ("below", "edge"):
+            text += (f"; over both directions its accuracy is {'at chance' if floor_state(overall, alpha) == 'below' else 'not shown above chance'} "
+                     f"({_floor_words(overall, alpha)})")
     else:
         nums = phrase(rec, alpha)
         n = cond.get("n")
         big = _finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
             abs(cond["gap"]) >= detectable_gap(n // 2, n // 2, alpha)
-        if floor and floor.get("above") is False and not big:
+        if state in ("below", "edge") and not big:
             kind = "below_floor"
             also = ""
-            other = ((model_block(summary, model).get("conditions") or {}).get("explicit") or {}).get("floor")
-            if not stated and other and other.get("above") is False:
+            other = ((block.get("conditions") or {}).get("explicit") or {}).get("floor")
+            if not stated and other and floor_state(other, alpha) in ("below", "edge"):
                 also = f" (with the concept stated: {_pct(other.get('accuracy'))})"
-            text = (f"below the task floor, {_floor_words(floor, alpha)}{also}, so no conclusion about a bias "
+            text = (f"{_floor_phrase(state)}, {_floor_words(floor, alpha)}{also}, so no conclusion about a bias "
                     f"({_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward; {nums}{method})")
         elif big:
             kind = "no_evidence"
@@ -223,9 +365,15 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             verb = "answered" if stated else "learned"
             text = (f"no evidence at α = {fmt_alpha(alpha)} that upward and downward concepts are {verb} "
                     f"differently ({accs}; {nums}{method})")
+    copy = (tw or {}).get("copy")
+    if copy and _finite(copy.get("p")) and copy["p"] >= alpha:
+        text += (f"; it does not copy the label it was just shown ({_pct(copy.get('estimate'))} right on "
+                 f"{copy.get('n')} copy probes, {fmt_p(copy['p'], alpha)}), so it is not learning from the examples "
+                 "in any sense")
     caveats = _caveats(summary, model, condition, cond, rec, alpha)
     sentence = f"{model}, {where}: {text}" + (f" ({'; '.join(caveats)})" if caveats else "") + "."
-    return {"reading": kind, "floor": floor, "uses_examples": uses, "rule": rule, "constant": const,
+    return {"reading": kind, "floor": floor, "floor_state": state, "uses_examples": uses, "twins": tw,
+            "evidence": evidence, "rule": rule, "constant": const,
             "sentence": sentence, "rule_sentence": rule_sentence(model, condition, rule, alpha)}
 
 

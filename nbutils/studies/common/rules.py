@@ -354,11 +354,12 @@ def mirror_test(rules: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, pooled = [], []
     for (model, condition), g in m.groupby(["model", "condition"], sort=False):
         up = {(r.family, r.threshold): r for r in g[g["monotonicity"] == "upward"].itertuples(index=False)}
-        strata = []
+        strata, summed = [], np.zeros((2, 2), dtype=int)
         for r in g[g["monotonicity"] == "downward"].itertuples(index=False):
             yes_both = round((r.n_agree + r.model_yes_rate * r.n + r.rule_yes_rate * r.n - r.n) / 2)
             yes_model, yes_rule = round(r.model_yes_rate * r.n), round(r.rule_yes_rate * r.n)
             table = [[yes_both, yes_model - yes_both], [yes_rule - yes_both, r.n - yes_model - yes_rule + yes_both]]
+            summed += np.array(table, dtype=int)
             row = {"model": model, "condition": condition, "concept": r.concept, "family": r.family,
                    "threshold": r.threshold, "n_down": r.n, "mirror_agreement_down": r.agreement,
                    "p_above_chance": float(sps.fisher_exact(table, alternative="greater").pvalue)}
@@ -373,7 +374,11 @@ def mirror_test(rules: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             k_d, n_d, k_u, n_u = (sum(s[i] for s in strata) for i in range(4))
             pooled.append({"model": model, "condition": condition, "n_thresholds": len(strata), "n_down": n_d,
                            "n_up": n_u, "mirror_agreement_down": k_d / n_d, "mirror_agreement_up": k_u / n_u,
-                           "difference": k_d / n_d - k_u / n_u, "p_exact_stratified": exact_stratified_p(strata)})
+                           "difference": k_d / n_d - k_u / n_u, "p_exact_stratified": exact_stratified_p(strata),
+                           # beyond chance: the downward answers agree with the mirror more than answers with the
+                           # model's own Yes-rate, given independently of it, would (Fisher, one-sided, the
+                           # downward concepts' tables summed)
+                           "p_down_above_chance": float(sps.fisher_exact(summed, alternative="greater").pvalue)})
     out = pd.DataFrame(rows)
     if len(out):
         out["p_above_chance_holm"] = out.groupby(["model", "condition"])["p_above_chance"].transform(lambda s: holm(s.to_numpy()))

@@ -101,8 +101,10 @@ def label_terms(g: pd.DataFrame) -> np.ndarray:
     return np.column_stack(cols) if cols else np.empty((len(g), 0))
 
 
-def _score_test(y: np.ndarray, X0: np.ndarray, extra: np.ndarray) -> tuple[float, float, int, str]:
-    """Rao's score test of adding ``extra`` to the logistic model of ``y`` on ``X0``: (statistic, p, df, note)."""
+def _score_test(y: np.ndarray, X0: np.ndarray, extra: np.ndarray, scores: list | None = None
+                ) -> tuple[float, float, int, str]:
+    """Rao's score test of adding ``extra`` to the logistic model of ``y`` on ``X0``: (statistic, p, df, note);
+    ``scores``, where given, receives each extra term's score (its sign: the direction the term would move)."""
     import statsmodels.api as sm
 
     if extra.shape[1] == 0:
@@ -129,6 +131,8 @@ def _score_test(y: np.ndarray, X0: np.ndarray, extra: np.ndarray) -> tuple[float
     cross = extra.T @ (X0 * w[:, None])
     info = extra.T @ (extra * w[:, None]) - cross @ np.linalg.pinv(xtwx) @ cross.T
     stat = float(u @ np.linalg.pinv(info) @ u)
+    if scores is not None:
+        scores.extend(float(v) for v in u)
     # referred to F(df, n − parameters) rather than χ²(df): the same test in large samples, and at a demo's 60
     # prompts it keeps the false-positive rate near α where χ² runs over it (benchmarks/calibration_verdicts.py)
     resid_df = len(y) - X0.shape[1] - df
@@ -147,7 +151,12 @@ def examples_test(g: pd.DataFrame) -> dict:
         out["note"] = "one answer to every prompt: nothing to test"
         return out
     X0 = _query_basis(g)
-    out["statistic"], out["p"], out["df"], out["note"] = _score_test(y, X0, label_terms(g))
+    u: list = []
+    out["statistic"], out["p"], out["df"], out["note"] = _score_test(y, X0, label_terms(g), u)
+    names = [d for d in ("upward", "downward") if d in set(g["monotonicity"].astype(str))
+             and np.ptp(g["label"].astype(float)[g["monotonicity"].astype(str) == d]) > 0]
+    if len(u) == len(names):  # each label term's score: > 0 where the answers lean toward the gold answer
+        out.update({f"score_{d}": v for d, v in zip(names, u)})
     qs, qp, _, _ = _score_test(y, np.ones((n, 1)), X0[:, 1:])
     out["query_statistic"], out["query_p"] = qs, qp
     return out
@@ -232,6 +241,10 @@ def summary_blocks(t: pd.DataFrame, alpha: float = ALPHA) -> dict:
             block["uses_examples"] = {"uses": bool(ep < alpha) if np.isfinite(ep) else None, "p": ep,
                                       "statistic": r.examples_statistic, "df": int(r.examples_df),
                                       "query_p": r.examples_query_p, "note": r.examples_note or ""}
+            for d in ("upward", "downward"):  # the direction each label term leans (> 0: toward the gold answer)
+                v = getattr(r, f"examples_score_{d}", np.nan)
+                if isinstance(v, float) and np.isfinite(v):
+                    block["uses_examples"][f"score_{d}"] = v
         share = r.constant_share
         block["constant"] = ({"answer": r.constant_answer, "count": int(r.constant_count), "n": int(r.constant_n),
                               "share": share} if np.isfinite(share) and share >= CONSTANT_SHARE else None)

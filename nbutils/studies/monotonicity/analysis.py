@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import analysis_run, artifacts, models_table, paths, precision
 from ..common import model_comparison, quantifier_stats, rules, verdicts
-from . import prediction, results, plots, robustness, stats
+from . import prediction, results, plots, robustness, stats, twins
 from .params import MonotonicityParams
 from .scores import load_scores
 
@@ -25,7 +25,9 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     ``use_r``), or its fields as keywords."""
     params = MonotonicityParams.of(params, options)
     n_boot, seed, rules_k, use_r = params.n_boot, params.seed, params.rules_k, params.use_r
+    all_scores, scores = scores, originals(scores)  # twin prompts are read beside their originals, not as prompts
     a = Analysis(scores)
+    a.tables["twins"] = twins.table(all_scores)
     acc = stats.accuracy_table(scores)
     a.tables["accuracy"] = acc
     a.tables["appendix_b"] = stats.appendix_b(acc)
@@ -61,13 +63,15 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
+    twins.summary_blocks(a.summary["models"], a.tables["twins"])  # what the twin prompts show, per model
+    twins.design_blocks(a.summary["models"])  # without twins: what they would have shown at this size
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
     for m, n in (parameters or {}).items():
         if m in a.summary["models"] and n:
             a.summary["models"][m]["n_parameters"] = int(n)
     a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
-                            + prediction.records(a.tables["prediction"])
+                            + prediction.records(a.tables["prediction"]) + twins.records(a.tables["twins"])
                             + (model_comparison.records(a.tables["model_comparison"])
                                if len(a.tables["model_comparison"]) else []))
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
@@ -83,6 +87,18 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
         a.tables["models"] = models_table.frame(a.summary)
     a.text = results.results_text(a.summary)
     return a
+
+
+def originals(scores: pd.DataFrame) -> pd.DataFrame:
+    """The prompts of the design without their twins (``twins``): what every statistic but the twins' reads."""
+    if "twin" not in scores:
+        return scores
+    keep = scores["twin"].isna() | (scores["twin"].astype(str) == "")
+    if keep.all():
+        return scores
+    out = scores[keep].reset_index(drop=True)
+    out.attrs = dict(scores.attrs)
+    return out
 
 
 def add_verdicts(models: dict, blocks: dict, counts: dict) -> None:
@@ -183,7 +199,7 @@ STEPS = analysis_run.Steps(
     params=MonotonicityParams,
     load=lambda run_dir, params: load_scores(run_dir, include_limited=params.include_limited),
     compute=_compute, write=write, id_column="prompt_id",
-    headline=lambda d, params: quantifier_stats.headline_gap(d, n_boot=params.n_boot, seed=params.seed))
+    headline=lambda d, params: quantifier_stats.headline_gap(originals(d), n_boot=params.n_boot, seed=params.seed))
 
 
 def analyze_run(run_dir, params: MonotonicityParams | None = None, **options) -> Analysis:

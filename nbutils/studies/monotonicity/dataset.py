@@ -10,6 +10,7 @@ from ... import artifacts
 from ...score_settings import check_int
 from ..common.quantifiers import Concept, example_space, nouns, parse_concept, render_line
 from ..common import variants
+from . import twins as twin_kinds
 
 CONDITIONS = ("concept_learning", "explicit")
 COLUMNS = [
@@ -17,6 +18,7 @@ COLUMNS = [
     "condition", "n_examples", "text", "label", "query_total", "query_count", "query_noun",
     "query_distance", "seed", "template", "phrase", "answer_words",
 ]
+TWIN_COLUMNS = ["twin", "twin_of", "twin_threshold"]  # only in a dataset with twins
 DEFAULT_VARIANTS = {v: [n] for v, n in variants.DEFAULTS.items()}  # the papers' wording: one variant per axis
 
 
@@ -81,11 +83,15 @@ def _slug(concept: Concept) -> str:
     return concept.name.replace(" ", "_").replace("/", "-")
 
 
-def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int, chosen: dict | None = None) -> list[dict]:
+def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int, chosen: dict | None = None,
+                  twins=(), design=()) -> list[dict]:
     """All prompts of one concept; its own RNG stream so adding concepts never changes the others. ``chosen`` maps
     each axis to its variant names; a pair's variants come from their own streams, so one variant per axis (the
-    papers' design) gives exactly the prompts it always gave."""
+    papers' design) gives exactly the prompts it always gave. ``twins``: the twin kinds asked for
+    (``twins.KINDS``), each concept-learning prompt's twins drawn from a stream of their own (``design``: every
+    concept of the dataset, where a threshold-shifted twin finds its other threshold)."""
     chosen = chosen or DEFAULT_VARIANTS
+    trng = twin_kinds.rng_for(concept, seed)
     pick = {axis: variants.assign(ppc, [i % 2 == 0 for i in range(ppc)], chosen[axis], seed,
                                   f"{concept.name}|{axis}") for axis in variants.AXES}
     rng = np.random.default_rng([seed, zlib.crc32(concept.name.encode())])
@@ -122,23 +128,69 @@ def _concept_rows(concept: Concept, conditions, ppc: int, n: int, seed: int, cho
                 "query_noun": vocab[line_nouns[-1]], "query_distance": distance, "seed": seed,
                 "template": tpl, "phrase": ph, "answer_words": aw,
             })
+            if condition == "concept_learning" and twins:
+                rows += _twin_rows(rows[-1], concept, examples, (qt, qc), [vocab[k] for k in line_nouns], phrase,
+                                   template, words, twins, design, trng)
     return rows
+
+
+def _twin_rows(orig: dict, concept: Concept, examples, query, line_nouns, phrase, template, words, twins, design,
+               rng) -> list[dict]:
+    """The twins of one concept-learning prompt (``twins`` module): each a row like ``orig`` with ``twin`` and
+    ``twin_of`` set, its own text and its own gold answer."""
+    out = []
+    qt, qc = query
+
+    def row(kind, lines, label, **extra):
+        return {**orig, "prompt_id": f"{orig['prompt_id']}__{kind}", "text": "\n".join(lines), "label": bool(label),
+                "twin": kind, "twin_of": orig["prompt_id"], **extra}
+
+    def render(exs, nouns, q, qnoun):
+        lines = [render_line(int(t), int(c), k, phrase, bool(a), template, words) for (t, c, a), k in zip(exs, nouns)]
+        return lines + [render_line(int(q[0]), int(q[1]), qnoun, phrase, None, template, words)]
+
+    for kind in twins:
+        if kind == "label_flip":
+            flipped = [(t, c, not a) for t, c, a in examples]
+            out.append(row(kind, render(flipped, line_nouns, query, line_nouns[-1]), not orig["label"]))
+        elif kind == "threshold_shift":
+            other = twin_kinds.shifted_concept(concept, design, qt, qc)
+            if other is None:  # no threshold of the design puts the query on its other side: no twin here
+                continue
+            exs = twin_kinds.draw_examples(other, len(examples), rng, (qt, qc))
+            out.append(row(kind, render(exs, line_nouns, query, line_nouns[-1]), other.holds(qt, qc),
+                           twin_threshold=other.threshold))
+        elif kind == "copy":
+            j = int(rng.integers(len(examples)))
+            t, c, a = examples[j]
+            out.append(row(kind, render(examples, line_nouns, (t, c), line_nouns[j]), a, query_total=int(t),
+                           query_count=int(c), query_noun=line_nouns[j]))
+    return out
 
 
 def generate_prompts(concepts, conditions=CONDITIONS, prompts_per_concept: int = 500,
                      n_examples: int = 20, seed: int = 0, templates=("paper",), phrases=("desired_quantity",),
-                     answer_words=("yes_no",)) -> pd.DataFrame:
+                     answer_words=("yes_no",), twins=()) -> pd.DataFrame:
     """Build the paired prompt dataset; the same parameters always give the same rows.
 
     ``templates``, ``phrases`` and ``answer_words`` name variants of the catalogue (``variants.yaml``; ``"all"``: every
     one): each prompt pair gets one per axis, balanced within concept × condition, so the number of prompts does not
     grow. The defaults are the papers' wording and give the dataset prompt for prompt as before the variants.
+
+    ``twins`` (``label_flip``, ``threshold_shift``, ``copy``; see ``twins``) adds, after each concept-learning prompt,
+    its twins as rows of their own (columns ``twin``, ``twin_of``, ``twin_threshold``); without twins the dataset
+    has none of those columns and is the same, row for row, as one made before twins existed.
     """
+    kinds = twin_kinds.check(twins)
     chosen = {axis: variants.resolve(axis, list(v) if isinstance(v, tuple) else v)
               for axis, v in zip(variants.AXES, (templates, phrases, answer_words))}
     parsed = validate_parameters(concepts, list(conditions), prompts_per_concept, n_examples, seed)
-    rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed, chosen)]
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    if kinds and "concept_learning" not in conditions:
+        raise ValueError(f"twins: twins are made of concept-learning prompts, and conditions {list(conditions)!r} "
+                         "has none; add concept_learning or leave twins empty")
+    rows = [r for c in parsed for r in _concept_rows(c, list(conditions), prompts_per_concept, n_examples, seed, chosen,
+                                                     kinds, parsed)]
+    df = pd.DataFrame(rows, columns=COLUMNS + (TWIN_COLUMNS if kinds else []))
     return df.astype({"label": bool, "query_total": "int64", "query_count": "int64", "n_examples": "int64", "seed": "int64"})
 
 
@@ -154,7 +206,7 @@ def choice_items(prompts: pd.DataFrame):
 
 
 def parameters(concepts, conditions, prompts_per_concept, n_examples, seed, templates=("paper",),
-               phrases=("desired_quantity",), answer_words=("yes_no",)) -> dict:
+               phrases=("desired_quantity",), answer_words=("yes_no",), twins=()) -> dict:
     """What made the dataset, for its sidecar; the variant axes only where they differ from the papers' wording, so a
     dataset made before the variants existed is still recognised as the same dataset."""
     out = dict(concepts=list(concepts), conditions=list(conditions), prompts_per_concept=prompts_per_concept,
@@ -163,6 +215,8 @@ def parameters(concepts, conditions, prompts_per_concept, n_examples, seed, temp
         value = value if isinstance(value, str) else list(value)
         if value != DEFAULT_VARIANTS[axis]:
             out[variants.PARAMETERS[axis]] = value
+    if twins:  # recorded only where asked, so a dataset without twins keeps the parameters it always had
+        out["twins"] = list(twins)
     return out
 
 

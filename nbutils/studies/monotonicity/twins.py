@@ -1,0 +1,402 @@
+"""Twin prompts: what a concept-learning answer is made of, by design rather than by model fit.
+
+Each concept-learning prompt can be asked again in a twin that changes one thing the answer may depend on:
+
+- ``label_flip``: the same examples' numbers and the same query, every label complemented, so the examples describe
+  the complementary concept and the query's gold answer flips. An answer that follows the labels' direction flips
+  with them; one made from the query alone, or from the examples' threshold read as "more than", does not.
+- ``threshold_shift``: the same query, the examples drawn around another threshold of the design (the same
+  quantifier) on the query's other side, so the gold answer flips. An answer that reads the threshold from the
+  examples moves with it, in the concept's own direction (a learner) or as "more than" whatever the concept (the
+  mirror: the papers' signature); one made from the query alone does not move.
+- ``copy``: the same examples, and the query repeats one of them word for word: its gold answer is the label the
+  model was just shown. A model that does not copy it is not using the examples in any sense.
+
+Every twin is a row of the dataset (``twin`` names its kind, ``twin_of`` its original's ``prompt_id``), scored like
+any prompt; the headline analysis leaves twins out, and this module pairs each twin with its original.
+
+**The paired tests.** A pair is *discordant* where the two answers differ. It *follows* where both answers are
+right (the answer moved the way the gold answer moved) and goes *against* where both are wrong. Where the answers
+do not depend on what the twin changed, the two prompts of a pair are exchangeable, so a discordant pair follows or
+goes against with probability 1/2 (McNemar's argument): the exact McNemar test of the follow and against counts.
+The estimate is the net share of pairs that follow, (follow − against) / pairs, in points: +100 for a model that
+always follows, 0 for one that ignores the change. Its 95% CI is the Agresti–Min adjusted Wald interval for a
+paired difference of proportions. Each prompt pair is drawn independently of the others (its own examples and
+query), so pairs are the unit of the test.
+
+The components of the evidence, on that one scale:
+
+- **labels** (label-flip twins, both directions pooled): do the answers follow the labels' direction?
+- **threshold** (threshold-shift twins, per direction of the concept): do the answers move with the examples'
+  threshold? A learner follows in both directions; the mirror follows for upward concepts and goes against for
+  downward ones (it answers "more than the examples' threshold" everywhere); a prior on the query does neither.
+  Its test is exact: the sum of the two directions' squared McNemar statistics, referred to its exact distribution
+  under the null (each direction's discordant pairs split as fair coins). The **upward reading** pools the pairs
+  that move as "more than the examples' threshold" moves (upward following, downward going against) against those
+  that move the other way: the mirror's own pattern, tested one-sided (exact McNemar), as its direction is fixed
+  before the data.
+- **prior** (threshold-shift twins): the share of each direction's prompts answered right by an answer that did not
+  move with the threshold, upward minus downward: the part of the accuracy gap that the query alone carries, with
+  the Agresti–Caffo CI of a difference of two independent proportions.
+- **copy** (copy probes): accuracy on prompts whose answer is a label just shown, against one half (one-sided exact
+  binomial test, Wilson CI).
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ...stats import ALPHA, wilson
+from ..common.quantifiers import Concept, example_space
+
+KINDS = ("label_flip", "threshold_shift", "copy")
+# The equivalence margin that shows a prior: a use of the examples is excluded when the 90% CI (a one-sided 95%
+# bound) of every component that measures it lies within ± this many points. A reference learner that is right 65%
+# of the time, independently on each prompt, follows in 0.65² − 0.35² = 30 points of pairs; the margin is half of
+# that, so "excluded" means "less than half the use of a weak learner".
+EQUIVALENCE_MARGIN = 0.15
+REFERENCE_ACCURACY = 0.65  # the weak learner and mirror learner that power is stated against
+
+
+def check(twins) -> list[str]:
+    """The ``twins`` generation parameter: a list of names from ``KINDS`` (empty: no twins), or a ValueError."""
+    if twins is None:
+        return []
+    if isinstance(twins, str) or not isinstance(twins, (list, tuple)) or \
+            any(not isinstance(t, str) or t not in KINDS for t in twins):
+        raise ValueError(f"twins: must be a list drawn from {list(KINDS)} (or empty for none), got {twins!r}")
+    if len(set(twins)) != len(twins):
+        raise ValueError(f"twins: duplicates are not allowed, got {list(twins)!r}")
+    return [t for t in KINDS if t in twins]  # one order whatever the file's
+
+
+def rng_for(concept: Concept, seed: int) -> np.random.Generator:
+    """The twins' own random stream per concept: adding twins never changes an original prompt."""
+    return np.random.default_rng([seed, zlib.crc32(concept.name.encode()), 7919])
+
+
+def shifted_concept(concept: Concept, design: list[Concept], total: int, count: int) -> Concept | None:
+    """The concept of the design with ``concept``'s quantifier and family at the threshold nearest to its own for
+    which the query (``count`` of ``total``) gets the other answer; None where no threshold of the design does."""
+    want = not concept.holds(total, count)
+    same = [c for c in design if c.family == concept.family and c.value != concept.value]
+    cands = [Concept(concept.quantifier, c.threshold, c.value) for c in same]
+    cands = [c for c in dict.fromkeys(cands) if c.holds(total, count) == want]
+    if not cands:
+        return None
+    return min(cands, key=lambda c: (abs(c.value - concept.value), c.value))
+
+
+def draw_examples(concept: Concept, n: int, rng: np.random.Generator, exclude: tuple[int, int]) -> list[tuple]:
+    """``n`` labelled examples of ``concept`` (half positive, half negative, shuffled), none equal to ``exclude``."""
+    pos, neg = ([s for s in side if tuple(s) != exclude] for side in example_space(concept))
+    pi = rng.choice(len(pos), n // 2, replace=False)
+    ni = rng.choice(len(neg), n // 2, replace=False)
+    ex = [(*pos[j], True) for j in pi] + [(*neg[j], False) for j in ni]
+    return [ex[j] for j in rng.permutation(len(ex))]
+
+
+# --------------------------------------------------------------------------------------------------- the statistics
+
+
+def agresti_min(follow: int, against: int, n: int, level: float = 0.95) -> tuple[float, float, float, float]:
+    """The net share of pairs that follow, (follow − against) / n, its unadjusted SE, and the Agresti–Min adjusted
+    Wald CI (half a pair added to each of the four cells), clipped to [−1, 1]."""
+    if n <= 0:
+        return (math.nan,) * 4
+    est = (follow - against) / n
+    se = math.sqrt(max((follow + against) / n - est ** 2, 0.0) / n)
+    b, c, m = follow + 0.5, against + 0.5, n + 2.0
+    adj = (b - c) / m
+    se_adj = math.sqrt(max((b + c) / m - adj ** 2, 0.0) / m)
+    z = sps.norm.ppf(0.5 + level / 2)
+    return est, se, max(-1.0, adj - z * se_adj), min(1.0, adj + z * se_adj)
+
+
+def mcnemar_exact(follow: int, against: int, alternative: str = "two-sided") -> float:
+    """Exact McNemar p: the follow count among discordant pairs against Binomial(m, 1/2) (``alternative``
+    ``greater``: more follow than go against)."""
+    m = follow + against
+    return 1.0 if m == 0 else float(sps.binomtest(follow, m, 0.5, alternative=alternative).pvalue)
+
+
+@lru_cache(maxsize=4096)
+def _exact_two(m1: int, m2: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact null distribution of (b1 − c1)²/m1 + (b2 − c2)²/m2: its support and probabilities."""
+    def one(m):
+        if m == 0:
+            return np.array([0.0]), np.array([1.0])
+        b = np.arange(m + 1)
+        return (2 * b - m) ** 2 / m, sps.binom.pmf(b, m, 0.5)
+    s1, p1 = one(m1)
+    s2, p2 = one(m2)
+    return (s1[:, None] + s2[None, :]).ravel(), (p1[:, None] * p2[None, :]).ravel()
+
+
+def threshold_p(cells: list[tuple[int, int]]) -> float:
+    """The exact p of the threshold test: (follow, against) per direction; the sum of squared McNemar statistics
+    against its exact distribution where every direction's discordant pairs split as fair coins."""
+    cells = [(b, c) for b, c in cells if b + c > 0]
+    if not cells:
+        return 1.0
+    stat = sum((b - c) ** 2 / (b + c) for b, c in cells)
+    if len(cells) == 1:
+        b, c = cells[0]
+        return mcnemar_exact(b, c)
+    (b1, c1), (b2, c2) = cells[0], cells[1]
+    sup, prob = _exact_two(b1 + c1, b2 + c2)
+    return float(min(1.0, prob[sup >= stat - 1e-9].sum()))
+
+
+def pair_frame(scores: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """Each ``kind`` twin beside its original, per model: the original's and the twin's gold and answer, the
+    concept's direction, ``follow`` (both right) and ``against`` (both wrong)."""
+    tw = scores[scores["twin"].astype(str) == kind]
+    orig = scores[scores["twin"].isna() | (scores["twin"].astype(str) == "")]
+    cols = ["model", "prompt_id", "label", "pred_yes", "correct"]
+    m = tw[["model", "twin_of", "label", "pred_yes", "correct", "monotonicity", "concept", "threshold"]].merge(
+        orig[cols], left_on=["model", "twin_of"], right_on=["model", "prompt_id"], suffixes=("_twin", ""),
+        how="inner")
+    m["follow"] = m["correct"].astype(bool) & m["correct_twin"].astype(bool)
+    m["against"] = ~m["correct"].astype(bool) & ~m["correct_twin"].astype(bool)
+    if kind == "copy":  # a copy probe has no pairing to test: it is read on its own
+        m["follow"] = m["correct_twin"].astype(bool)
+    return m
+
+
+def _component(name: str, g: pd.DataFrame, direction: str | None = None) -> dict:
+    b, c, n = int(g["follow"].sum()), int(g["against"].sum()), len(g)
+    est, se, lo, hi = agresti_min(b, c, n)
+    _, _, lo90, hi90 = agresti_min(b, c, n, level=0.90)
+    return {"component": name, "direction": direction, "n": n, "follow": b, "against": c, "estimate": est, "se": se,
+            "ci_low": lo, "ci_high": hi, "ci90_low": lo90, "ci90_high": hi90, "p": mcnemar_exact(b, c)}
+
+
+def table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per model, the twin components (labels; threshold per direction and jointly; prior; copy) as rows."""
+    if "twin" not in scores or not scores["twin"].notna().any():
+        return pd.DataFrame()
+    rows = []
+    label = pair_frame(scores, "label_flip")
+    shift = pair_frame(scores, "threshold_shift")
+    copy = pair_frame(scores, "copy")
+    models = list(dict.fromkeys(scores["model"]))
+    for model in models:
+        lg, sg, cg = (f[f["model"] == model] for f in (label, shift, copy))
+        if len(lg):
+            rows.append({"model": model, **_component("labels", lg)})
+        if len(sg):
+            dirs = {}
+            for d in ("upward", "downward"):
+                dg = sg[sg["monotonicity"] == d]
+                if len(dg):
+                    dirs[d] = _component("threshold", dg, d)
+                    rows.append({"model": model, **dirs[d]})
+            joint = {"model": model, "component": "threshold", "direction": "both", "n": len(sg),
+                     "follow": int(sg["follow"].sum()), "against": int(sg["against"].sum()),
+                     "p": threshold_p([(r["follow"], r["against"]) for r in dirs.values()])}
+            # the reading "more than the examples' threshold" everywhere: following upward, against downward
+            up, down = dirs.get("upward"), dirs.get("downward")
+            if up and down:
+                b = up["follow"] + down["against"]
+                c = up["against"] + down["follow"]
+                est, se, lo, hi = agresti_min(b, c, len(sg))
+                # one-sided: the mirror's reading is a direction fixed before the data (it follows "more than")
+                joint.update(upward_reading=est, upward_reading_ci_low=lo, upward_reading_ci_high=hi,
+                             upward_reading_p=mcnemar_exact(b, c, "greater"))
+            rows.append(joint)
+            rows.append({"model": model, **prior_component(sg)})
+        if len(cg):
+            k, n = int(cg["correct_twin"].sum()), len(cg)
+            lo, hi = wilson(k, n)
+            rows.append({"model": model, "component": "copy", "direction": None, "n": n, "follow": k,
+                         "estimate": k / n, "ci_low": lo, "ci_high": hi,
+                         "p": float(sps.binomtest(k, n, 0.5, alternative="greater").pvalue)})
+    return pd.DataFrame(rows)
+
+
+def prior_component(sg: pd.DataFrame) -> dict:
+    """The part of the accuracy gap carried by answers that did not move with the threshold: right and unmoved
+    upward minus right and unmoved downward, with the Agresti–Caffo CI (two independent proportions)."""
+    from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
+
+    still = sg["correct"].astype(bool) & (sg["pred_yes"] == sg["pred_yes_twin"])
+    up, down = still[sg["monotonicity"] == "upward"], still[sg["monotonicity"] == "downward"]
+    out = {"component": "prior", "direction": None, "n": len(sg), "estimate": math.nan, "ci_low": math.nan,
+           "ci_high": math.nan, "p": math.nan}
+    if len(up) and len(down):
+        k1, n1, k2, n2 = int(up.sum()), len(up), int(down.sum()), len(down)
+        with np.errstate(divide="ignore", invalid="ignore"):  # statsmodels also computes a ratio it does not return
+            lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="agresti-caffo")
+            p = test_proportions_2indep(k1, n1, k2, n2, method="agresti-caffo").pvalue
+        out.update(estimate=k1 / n1 - k2 / n2, ci_low=float(lo), ci_high=float(hi), p=float(p),
+                   still_up=k1 / n1, still_down=k2 / n2)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ the power
+
+
+@lru_cache(maxsize=1024)
+def mcnemar_power(p_follow: float, p_against: float, n: int, alpha: float = ALPHA, one_sided: bool = False) -> float:
+    """The exact power of the exact McNemar test (two-sided, or ``one_sided`` for more follow) with ``n`` pairs whose
+    cells follow, go against and agree with these probabilities (summed over the number of discordant pairs)."""
+    pd_ = p_follow + p_against
+    if n <= 0 or pd_ <= 0:
+        return 0.0
+    q = p_follow / pd_
+    ms = np.arange(n + 1)
+    w = sps.binom.pmf(ms, n, pd_)
+    power = 0.0
+    for m, wm in zip(ms, w):
+        if wm < 1e-12 or m == 0:
+            continue
+        b = np.arange(m + 1)
+        pv = sps.binom.sf(b - 1, m, 0.5) if one_sided else \
+            np.minimum(1.0, 2 * np.minimum(sps.binom.cdf(b, m, 0.5), sps.binom.sf(b - 1, m, 0.5)))
+        power += wm * sps.binom.pmf(b, m, q)[pv < alpha].sum()
+    return float(power)
+
+
+def reference_cells(kind: str, model: str, acc: float = REFERENCE_ACCURACY) -> tuple[float, float]:
+    """(follow, against) probabilities of a pair under a reference model that is right ``acc`` of the time,
+    independently on each prompt: a learner follows the gold answer in both prompts, the mirror (answering "more
+    than the examples' threshold") follows a label flip only by chance and, on threshold twins, follows the
+    upward reading; a prior on the query follows nothing."""
+    both, neither = acc * acc, (1 - acc) * (1 - acc)
+    if model == "prior" or (model == "mirror" and kind == "labels"):
+        return (acc * (1 - acc), acc * (1 - acc)) if model == "mirror" else (0.0, 0.0)
+    return both, neither  # a learner on labels or threshold; the mirror on its upward reading
+
+
+def power(n_pairs: int, alpha: float = ALPHA) -> dict:
+    """The power of the twin tests with ``n_pairs`` pairs of each kind: the label test against a learner, the
+    threshold test (its upward reading) against the mirror, each exact."""
+    return {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_pairs, alpha),
+            "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_pairs, alpha, True)}
+
+
+@lru_cache(maxsize=16)
+def pairs_needed(target: float = 0.8, alpha: float = ALPHA, start: int = 4, stop: int = 4000) -> int:
+    """The fewest pairs of each kind at which both tests of ``power`` reach ``target``."""
+    n = start
+    while n < stop:
+        p = power(n, alpha)
+        if min(p.values()) >= target:
+            return n
+        n += 2
+    return stop
+
+
+__all__ = ["KINDS", "EQUIVALENCE_MARGIN", "check", "rng_for", "shifted_concept", "draw_examples", "agresti_min",
+           "mcnemar_exact", "threshold_p", "pair_frame", "table", "prior_component", "mcnemar_power", "power",
+           "pairs_needed"]
+
+
+def _clean(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (np.integer,)):
+            v = int(v)
+        elif isinstance(v, (np.floating, float)):
+            v = float(v) if math.isfinite(v) else None
+        out[k] = v
+    return out
+
+
+def summary_blocks(models: dict, tab: pd.DataFrame, alpha: float = ALPHA) -> None:
+    """Each model's twin evidence into ``summary["models"][model]["conditions"]["concept_learning"]["twins"]``:
+    ``labels``, ``threshold`` (``upward``, ``downward``, ``both``), ``prior`` and ``copy`` as their table rows, and
+    ``power``: the power the label and threshold tests had against a learner and the mirror right
+    ``REFERENCE_ACCURACY`` of the time, with the pairs at which both reach 80%."""
+    if tab is None or tab.empty:
+        return
+    for model, g in tab.groupby("model", sort=False):
+        block: dict = {}
+        for r in g.to_dict("records"):
+            r = _clean({k: v for k, v in r.items() if k != "model" and not (isinstance(v, float) and math.isnan(v))})
+            if r["component"] == "threshold":
+                block.setdefault("threshold", {})[r.get("direction") or "both"] = r
+            else:
+                block[r["component"]] = r
+        n_lab = block["labels"]["n"] if "labels" in block else 0
+        n_thr = block["threshold"]["both"]["n"] if "threshold" in block else 0
+        block["power"] = {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_lab, alpha),
+                          "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_thr, alpha, True),
+                          "n_label_pairs": n_lab, "n_threshold_pairs": n_thr,
+                          "pairs_needed": pairs_needed(0.8, alpha), "reference_accuracy": REFERENCE_ACCURACY,
+                          "margin": EQUIVALENCE_MARGIN}
+        entry = models.setdefault(model, {"conditions": {}})
+        entry["conditions"].setdefault("concept_learning", {})["twins"] = block
+
+
+def records(tab: pd.DataFrame) -> list[dict]:
+    """The twin tests as ``summary.json`` records: ``twin_mcnemar`` (labels; threshold per direction),
+    ``twin_threshold_exact`` (both directions together), ``twin_prior_gap`` and ``copy_binomial``."""
+    from ...stats import claim, record
+
+    out = []
+    if tab is None or tab.empty:
+        return out
+    for r in tab.to_dict("records"):
+        comp, d, model = r["component"], r.get("direction"), r["model"]
+        common = dict(condition="concept_learning", model=model, n=int(r["n"]))
+        if comp == "labels":
+            out.append(record("twin_mcnemar", "labels", r["estimate"], r["se"], r["ci_low"], r["ci_high"], r["p"],
+                              follow=int(r["follow"]), against=int(r["against"]), **common,
+                              note="label-flipped twins: net share of pairs whose answer follows the labels' "
+                                   "direction; exact McNemar test, Agresti–Min CI",
+                              hypothesis=claim("the net share of label-flipped pairs whose answer follows the labels",
+                                               "the answers follow the labels' direction",
+                                               "the answers go against the labels' direction", scale="points")))
+        elif comp == "threshold" and d in ("upward", "downward"):
+            out.append(record("twin_mcnemar", f"threshold@{d}", r["estimate"], r["se"], r["ci_low"], r["ci_high"],
+                              r["p"], follow=int(r["follow"]), against=int(r["against"]), **common,
+                              note=f"threshold-shifted twins of {d} concepts: net share of pairs whose answer moves "
+                                   "the way the gold answer moved; exact McNemar test, Agresti–Min CI",
+                              hypothesis=claim(f"the net share of threshold-shifted {d} pairs whose answer moves "
+                                               "with the gold answer",
+                                               f"the answers to {d} concepts move with the examples' threshold, in "
+                                               "the concept's own direction",
+                                               f"the answers to {d} concepts move against the gold answer when the "
+                                               "examples' threshold moves", scale="points")))
+        elif comp == "threshold":
+            out.append(record("twin_threshold_exact", "threshold", r.get("upward_reading"), None,
+                              r.get("upward_reading_ci_low"), r.get("upward_reading_ci_high"), r["p"], **common,
+                              note="threshold-shifted twins, both directions: the sum of the two directions' squared "
+                                   "McNemar statistics against its exact null distribution; the estimate is the net "
+                                   "share moving as 'more than the examples' threshold' (the mirror's reading)",
+                              hypothesis=claim("whether the answers move with the examples' threshold", "", "",
+                                               "the answers move with the examples' threshold", sided="none",
+                                               symbol="")))
+        elif comp == "prior" and math.isfinite(r.get("estimate", math.nan)):
+            out.append(record("twin_prior_gap", "prior", r["estimate"], None, r["ci_low"], r["ci_high"], r["p"],
+                              **common,
+                              note="right answers that did not move with the threshold, upward minus downward: the "
+                                   "part of the gap the query alone carries; Agresti–Caffo CI and test",
+                              hypothesis=claim("the part of the gap carried by answers that ignore the examples' "
+                                               "threshold", "a prior on the query favours upward concepts",
+                                               "a prior on the query favours downward concepts", scale="points")))
+        elif comp == "copy":
+            out.append(record("copy_binomial", "copy", r["estimate"], None, r["ci_low"], r["ci_high"], r["p"],
+                              **common, note="copy probes (the query repeats a labelled example): accuracy against "
+                                             "one half, one-sided exact binomial test, Wilson CI",
+                              hypothesis=claim("accuracy on copy probes", "the model copies the label it was shown",
+                                               "", scale="proportion", null=0.5, sided="greater")))
+    return out
+
+
+def design_blocks(models: dict) -> None:
+    """Each model's concept-learning block without twins gets ``twin_design``: the power twin prompts would have at
+    its number of prompts (one twin of each kind per prompt), for the sentence that says what would decide."""
+    for entry in models.values():
+        cond = (entry.get("conditions") or {}).get("concept_learning")
+        if not isinstance(cond, dict) or cond.get("twins") or not isinstance(cond.get("n"), int) or cond["n"] < 4:
+            continue
+        cond["twin_design"] = {**power(cond["n"]), "n_pairs": cond["n"], "pairs_needed": pairs_needed(),
+                               "reference_accuracy": REFERENCE_ACCURACY}
