@@ -57,8 +57,8 @@ def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
         if readings and t.term == "upward" and not models and t.model is not None:
             # what the gap means: the task floor, whether the answers use the examples, the rule followed instead
             rd = reading(summary, t.model, t.condition, alpha)
-            entry.update({k: rd[k] for k in ("reading", "floor", "uses_examples", "rule", "constant")},
-                         sentence=rd["sentence"])
+            entry.update({k: rd[k] for k in ("reading", "floor", "floor_state", "uses_examples", "twins", "evidence",
+                                             "rule", "constant")}, sentence=rd["sentence"])
         out.append(entry)
     return out
 
@@ -143,7 +143,8 @@ def test_name(test: str) -> str:
 
 
 # what a gap means (``nbutils.readings``), in a few words for the report's first table
-READING_WORDS = {"learned": "learned from the examples", "prior": "a prior on the query, not learned",
+READING_WORDS = {"learned": "learned from the examples", "mirror": "the examples' threshold read as \"more than\"",
+                 "prior": "no use of the examples (shown by twins)", "undetermined": "a gap of undetermined source",
                  "below_floor": "below the task floor: no conclusion", "no_evidence": "no evidence of a gap",
                  "no_valid_test": "no valid test"}
 

@@ -19,14 +19,15 @@ import math
 
 import pandas as pd
 
-from .readings import CONDITION_NAMES, has_readings, headline_record, reading
+from .readings import CONDITION_NAMES, floor_state, has_readings, headline_record, reading
 from .records import Summary, model_block
 from .results import ALPHA, _finite, _shown, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
 
 MODELS_HEADING = "**The models side by side**"  # where results.md's models table starts (the report shows its own)
 PAGE_ROWS = 12  # models a LaTeX table holds on one page; more break across pages (longtable)
 MAIN_CONDITION = "concept_learning"  # the headline condition, where a run has it
-SHORT_READINGS = {"learned": "learned", "prior": "prior on the query", "below_floor": "below the floor",
+SHORT_READINGS = {"learned": "learned", "mirror": "mirror of the threshold", "prior": "no use of the examples",
+                  "undetermined": "undetermined", "below_floor": "below the floor",
                   "no_evidence": "no evidence", "no_valid_test": "no valid test"}
 
 
@@ -139,9 +140,12 @@ def _floor_cell(above, p, alpha: float) -> str:
 
 
 def _examples_cell(uses, p, alpha: float) -> str:
+    """The score test of the examples, as evidence: "yes (p)" where it rejects, "no evidence (p)" where it does not
+    (a test that fails to reject never shows that the examples are ignored)."""
     if uses is None:
         return ""
-    return f"{'yes' if uses else 'no'} ({_p(p, alpha)})" if _finite(p) else ("yes" if uses else "no")
+    said = "yes" if uses else "no evidence"
+    return f"{said} ({_p(p, alpha)})" if _finite(p) else said
 
 
 def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], list[dict]]:
@@ -266,16 +270,19 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
         stated = c == "explicit"
         if kind == "learned":
             text = (f"{better} concepts were {'answered' if stated else 'learned'} better than {worse} ones under "
-                    f"{where} ({accs} correct; {nums})")
-        elif kind == "prior":
-            ex = r["examples"].partition(" (")[2].rstrip(")")
-            text = (f"{better} concepts were answered right more often under {where} ({accs}; {nums}), but from a "
-                    f"prior on the query: the answers do not use the {'statement' if stated else 'examples'}"
-                    + (f" (score test, p {'= ' if ex[:1] == '.' else ''}{ex})" if ex else ""))
+                    f"{where} ({accs} correct; {nums})" + _evidence_short(summary, m, c, alpha))
+        elif kind in ("prior", "mirror", "undetermined"):
+            what = {"prior": "with no use of the examples shown beyond a margin",
+                    "mirror": "as the mirror: the answers read the examples' threshold as \"more than\"",
+                    "undetermined": "from a source the data cannot name"}[kind]
+            text = (f"{better} concepts were answered right more often under {where} ({accs}; {nums}), {what}"
+                    + _evidence_short(summary, m, c, alpha))
         elif kind == "below_floor":
             fl = (model_block(summary, m)["conditions"].get(c) or {}).get("floor") or {}
-            text = (f"not above the task floor under {where} ({_pct(fl.get('accuracy'))}% correct against "
-                    f"{_pct(fl.get('chance'))}% by chance), so no conclusion about a bias")
+            state = floor_state(fl, alpha)
+            text = (f"{'not above the task floor' if state == 'below' else 'at the edge of the task floor'} under "
+                    f"{where} ({_pct(fl.get('accuracy'))}% correct against {_pct(fl.get('chance'))}% by chance), so no "
+                    "conclusion about a bias")
         elif kind == "no_evidence":
             accs = f"{r[f'acc_up_{c}']}% upward vs {r[f'acc_down_{c}']}% downward"
             text = f"the gap under {where} ({accs}) is not significant at α = {fmt_alpha(alpha)} ({nums})"
@@ -284,6 +291,25 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
                     "downward correct)")
         out.append(f"{m}: {text}.")
     return out
+
+
+def _evidence_short(summary: dict, model, condition, alpha: float) -> str:
+    """The test behind a reading of where a gap comes from, in a parenthesis: the twins' deciding test, or the score
+    test where the run has no twins."""
+    cond = (model_block(summary, model).get("conditions") or {}).get(condition) or {}
+    tw, uses = cond.get("twins") or {}, cond.get("uses_examples") or {}
+    if tw.get("labels") or tw.get("threshold"):
+        lab, both = tw.get("labels") or {}, (tw.get("threshold") or {}).get("both") or {}
+        bits = []
+        if _finite(lab.get("estimate")):
+            bits.append(f"label twins {100 * lab['estimate']:+.0f} points, {fmt_p(lab.get('p'), alpha)}")
+        if _finite(both.get("upward_reading")):
+            bits.append(f"threshold twins as \"more than\" {100 * both['upward_reading']:+.0f} points, "
+                        f"{fmt_p(both.get('upward_reading_p'), alpha)}")
+        return f" ({'; '.join(bits)})" if bits else ""
+    if _finite(uses.get("p")):
+        return f" (score test of the examples, {fmt_p(uses['p'], alpha)}; no twin prompts)"
+    return ""
 
 
 # ---------------------------------------------------------------- the figure

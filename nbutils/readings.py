@@ -210,7 +210,7 @@ def _net(r: dict | None, alpha: float) -> str:
     if not r or not _finite(r.get("estimate")):
         return "n/a"
     ci = fmt_ci(100 * r["ci_low"], 100 * r["ci_high"], 1) if _finite(r.get("ci_low")) else ""
-    return (f"net {100 * r['estimate']:+.1f} points of {r['n']} pairs{', 95% CI ' + ci if ci else ''}, "
+    return (f"net {100 * r['estimate']:+.1f} points of {r['n']} pairs{', ' + ci if ci else ''}, "
             f"{fmt_p(r.get('p'), alpha)}")
 
 
@@ -248,11 +248,12 @@ def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
                 "text": (f"every use of the examples is excluded beyond ±{100 * margin:.0f} points (90% CIs of the "
                          f"label-flipped twins, {_net(labels, alpha)}, and of the threshold-shifted twins, upward "
                          f"{_net(up, alpha)}, downward {_net(down, alpha)}): the answers do not use the examples")}
-    nl, nt, need = power.get("n_label_pairs"), power.get("n_threshold_pairs"), power.get("pairs_needed")
+    nl, nt, need = power.get("n_label_pairs"), power.get("n_threshold_pairs"), power.get("prompts_needed")
     pw = (f"; with {nl} label-flipped and {nt} threshold-shifted pairs the twin tests had "
           f"{100 * power.get('learner', 0):.0f}% power against a learner and {100 * power.get('mirror', 0):.0f}% "
-          f"against a mirror learner right {100 * power.get('reference_accuracy', 0.65):.0f}% of the time; {need} "
-          f"pairs of each give 80%") if isinstance(nl, int) and isinstance(need, int) else ""
+          f"against a mirror learner right {100 * power.get('reference_accuracy', 0.65):.0f}% of the time"
+          + (f"; {need} concept-learning prompts with twins give 80% against both" if isinstance(need, int) else "")
+          ) if isinstance(nl, int) else ""
     if sig(both):
         what = ("the answers move with the examples' threshold, but neither as the concept's own direction shown by "
                 f"the labels ({lab}) nor as the mirror")
@@ -285,11 +286,13 @@ def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: 
     text = f"the score test finds no evidence that the answers use {what} beyond the query ({p}), which does not " \
            "show that they ignore it"
     if not stated and design and _finite(design.get("learner")) and _finite(design.get("mirror")):
+        need = design.get("prompts_needed")
         text += (f"; twin prompts (twins: [label_flip, threshold_shift]) would tell a learner, a mirror and a prior "
-                 f"apart: with {design.get('n_pairs')} pairs of each, {100 * design['learner']:.0f}% power against a "
-                 f"learner and {100 * design['mirror']:.0f}% against a mirror learner right "
-                 f"{100 * design.get('reference_accuracy', 0.65):.0f}% of the time; {design.get('pairs_needed')} "
-                 "pairs of each give 80%")
+                 f"apart: on these prompts ({design.get('n_label_pairs')} label-flipped and "
+                 f"{design.get('n_threshold_pairs')} threshold-shifted pairs) they would have "
+                 f"{100 * design['learner']:.0f}% power against a learner and {100 * design['mirror']:.0f}% against a "
+                 f"mirror learner right {100 * design.get('reference_accuracy', 0.65):.0f}% of the time"
+                 + (f"; {need} concept-learning prompts give 80% against both" if isinstance(need, int) else ""))
     return {"kind": "undetermined", "text": text}
 
 
@@ -367,9 +370,9 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
                     f"differently ({accs}; {nums}{method})")
     copy = (tw or {}).get("copy")
     if copy and _finite(copy.get("p")) and copy["p"] >= alpha:
-        text += (f"; it does not copy the label it was just shown ({_pct(copy.get('estimate'))} right on "
-                 f"{copy.get('n')} copy probes, {fmt_p(copy['p'], alpha)}), so it is not learning from the examples "
-                 "in any sense")
+        text += (f"; no evidence that it copies the label it was just shown ({_pct(copy.get('estimate'))} right on "
+                 f"{copy.get('n')} copy probes, {fmt_p(copy['p'], alpha)}): without that, no use of the examples in "
+                 "any sense is shown")
     caveats = _caveats(summary, model, condition, cond, rec, alpha)
     sentence = f"{model}, {where}: {text}" + (f" ({'; '.join(caveats)})" if caveats else "") + "."
     return {"reading": kind, "floor": floor, "floor_state": state, "uses_examples": uses, "twins": tw,

@@ -43,7 +43,7 @@ def fold(text: str) -> str:
 _TABLE = """<table class="headline models"><thead>{% if groups %}<tr>{% for g in groups %}<th{% if g.span > 1 %}
  colspan="{{ g.span }}" class="group"{% endif %}>{{ g.name }}</th>{% endfor %}</tr>{% endif %}
 <tr>{% for c in cols %}<th>{{ c.head }}</th>{% endfor %}</tr></thead>
-<tbody>{% for r in rows %}<tr{% if r._reading in ("learned", "prior") %} class="evidence"{% endif %}>
+<tbody>{% for r in rows %}<tr{% if r._reading in ("learned", "mirror", "prior") %} class="evidence"{% endif %}>
 {%- for c in cols %}<td class="{{ c.cls }}">{{ r[c.key] }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>
 <p class="legend">{{ legend }}</p>"""

@@ -6,7 +6,7 @@
 #
 #   bash scripts/make_sample.sh                  # every study: monotonicity negation personas custom
 #   bash scripts/make_sample.sh negation custom  # only these
-#   bash scripts/make_sample.sh control          # the positive control: params/control.yaml's dataset, both models
+#   bash scripts/make_sample.sh control          # the positive control with twin prompts: params/control_twins.yaml's dataset, both models
 #   bash scripts/make_sample.sh robustness       # the control's design over every prompt variant, both models
 #   SCORE_THREADS=1 bash scripts/make_sample.sh  # score with one CPU thread (a shared host: the scores are the same)
 #
@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 dataset_of() {
     case "$1" in
         monotonicity) echo "params/monotonicity/datasets/demo.yaml params/models/$MODEL.yaml prompts" ;;
-        control) echo "params/monotonicity/datasets/control.yaml params/models/$MODEL.yaml,params/models/smollm2-135m-upward-control.yaml prompts monotonicity" ;;
+        control) echo "params/monotonicity/datasets/control_twins.yaml params/models/$MODEL.yaml,params/models/smollm2-135m-upward-control.yaml prompts monotonicity" ;;
         robustness) echo "params/monotonicity/datasets/robustness_control.yaml params/models/$MODEL.yaml,params/models/smollm2-135m-upward-control.yaml prompts monotonicity" ;;
         negation) echo "params/negation/datasets/ci.yaml params/negation/models/smollm2.yaml stimuli" ;;
         personas) echo "params/personas/datasets/ci.yaml params/models/$MODEL.yaml personas" ;;

@@ -64,7 +64,7 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
     twins.summary_blocks(a.summary["models"], a.tables["twins"])  # what the twin prompts show, per model
-    twins.design_blocks(a.summary["models"])  # without twins: what they would have shown at this size
+    twins.design_blocks(a.summary["models"], scores)  # without twins: what they would have shown at this size
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
     for m, n in (parameters or {}).items():
         if m in a.summary["models"] and n:

@@ -161,7 +161,10 @@ def _twin_rows(orig: dict, concept: Concept, examples, query, line_nouns, phrase
             out.append(row(kind, render(exs, line_nouns, query, line_nouns[-1]), other.holds(qt, qc),
                            twin_threshold=other.threshold))
         elif kind == "copy":
-            j = int(rng.integers(len(examples)))
+            # the copied example has the original query's label, so copy probes are half Yes and half No as the
+            # queries are: a responder with a bias toward one answer is then right on half of them
+            same = [k for k, e in enumerate(examples) if bool(e[2]) == bool(orig["label"])]
+            j = same[int(rng.integers(len(same)))]
             t, c, a = examples[j]
             out.append(row(kind, render(examples, line_nouns, (t, c), line_nouns[j]), a, query_total=int(t),
                            query_count=int(c), query_noun=line_nouns[j]))

@@ -274,28 +274,9 @@ def reference_cells(kind: str, model: str, acc: float = REFERENCE_ACCURACY) -> t
     return both, neither  # a learner on labels or threshold; the mirror on its upward reading
 
 
-def power(n_pairs: int, alpha: float = ALPHA) -> dict:
-    """The power of the twin tests with ``n_pairs`` pairs of each kind: the label test against a learner, the
-    threshold test (its upward reading) against the mirror, each exact."""
-    return {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_pairs, alpha),
-            "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_pairs, alpha, True)}
-
-
-@lru_cache(maxsize=16)
-def pairs_needed(target: float = 0.8, alpha: float = ALPHA, start: int = 4, stop: int = 4000) -> int:
-    """The fewest pairs of each kind at which both tests of ``power`` reach ``target``."""
-    n = start
-    while n < stop:
-        p = power(n, alpha)
-        if min(p.values()) >= target:
-            return n
-        n += 2
-    return stop
-
-
 __all__ = ["KINDS", "EQUIVALENCE_MARGIN", "check", "rng_for", "shifted_concept", "draw_examples", "agresti_min",
-           "mcnemar_exact", "threshold_p", "pair_frame", "table", "prior_component", "mcnemar_power", "power",
-           "pairs_needed"]
+           "mcnemar_exact", "threshold_p", "pair_frame", "table", "prior_component", "mcnemar_power",
+           "reference_cells", "prompts_needed", "summary_blocks", "records", "design_blocks", "threshold_share"]
 
 
 def _clean(d: dict) -> dict:
@@ -329,7 +310,8 @@ def summary_blocks(models: dict, tab: pd.DataFrame, alpha: float = ALPHA) -> Non
         block["power"] = {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_lab, alpha),
                           "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_thr, alpha, True),
                           "n_label_pairs": n_lab, "n_threshold_pairs": n_thr,
-                          "pairs_needed": pairs_needed(0.8, alpha), "reference_accuracy": REFERENCE_ACCURACY,
+                          "prompts_needed": prompts_needed(n_thr / n_lab if n_lab else 0.0, 0.8, alpha),
+                          "reference_accuracy": REFERENCE_ACCURACY,
                           "margin": EQUIVALENCE_MARGIN}
         entry = models.setdefault(model, {"conditions": {}})
         entry["conditions"].setdefault("concept_learning", {})["twins"] = block
@@ -391,12 +373,50 @@ def records(tab: pd.DataFrame) -> list[dict]:
     return out
 
 
-def design_blocks(models: dict) -> None:
+def threshold_share(scores: pd.DataFrame) -> dict:
+    """Per model, the share of its concept-learning prompts that would get a threshold-shifted twin: those whose query
+    another threshold of the design (same quantifier and family) puts on its other side."""
+    from ..common.quantifiers import parse_concept
+
+    cl = scores[scores["condition"] == "concept_learning"] if "condition" in scores else scores.iloc[:0]
+    if cl.empty:
+        return {}
+    design = [parse_concept(c) for c in cl["concept"].astype(str).unique()]
+    by_name = {c.name: c for c in design}
+    first = cl.drop_duplicates("prompt_id")
+    has = {pid: shifted_concept(by_name[c], design, int(t), int(k)) is not None
+           for pid, c, t, k in zip(first["prompt_id"], first["concept"].astype(str), first["query_total"],
+                                   first["query_count"])}
+    return {m: float(np.mean([has[p] for p in g["prompt_id"]])) for m, g in cl.groupby("model", sort=False)}
+
+
+def prompts_needed(share: float, target: float = 0.8, alpha: float = ALPHA, stop: int = 20000) -> int | None:
+    """The fewest concept-learning prompts (each with one twin of every kind; ``share`` of them get a threshold-shifted
+    one) at which the label test against a learner and the threshold test against a mirror both reach ``target``."""
+    if not share > 0:
+        return None
+    n = 4
+    while n < stop:
+        if mcnemar_power(*reference_cells("labels", "learner"), n, alpha) >= target and \
+                mcnemar_power(*reference_cells("threshold", "mirror"), int(n * share), alpha, True) >= target:
+            return n
+        n += 2 if n < 200 else 10
+    return None
+
+
+def design_blocks(models: dict, scores: pd.DataFrame) -> None:
     """Each model's concept-learning block without twins gets ``twin_design``: the power twin prompts would have at
-    its number of prompts (one twin of each kind per prompt), for the sentence that says what would decide."""
-    for entry in models.values():
+    its number of prompts (a label-flipped twin of each, a threshold-shifted one where the design allows), and the
+    prompts at which both tests reach 80%, for the sentence that says what would decide."""
+    share = None
+    for model, entry in models.items():
         cond = (entry.get("conditions") or {}).get("concept_learning")
         if not isinstance(cond, dict) or cond.get("twins") or not isinstance(cond.get("n"), int) or cond["n"] < 4:
             continue
-        cond["twin_design"] = {**power(cond["n"]), "n_pairs": cond["n"], "pairs_needed": pairs_needed(),
-                               "reference_accuracy": REFERENCE_ACCURACY}
+        share = threshold_share(scores) if share is None else share
+        n, f = cond["n"], share.get(model, 0.0)
+        cond["twin_design"] = {"learner": mcnemar_power(*reference_cells("labels", "learner"), n),
+                               "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), int(n * f), ALPHA,
+                                                       True),
+                               "n_label_pairs": n, "n_threshold_pairs": int(n * f), "prompts_needed":
+                               prompts_needed(f), "reference_accuracy": REFERENCE_ACCURACY}
