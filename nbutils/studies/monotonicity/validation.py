@@ -26,6 +26,7 @@ from ... import artifacts, paths
 from ...headline import entries
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
+from . import stability
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
@@ -107,7 +108,7 @@ def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | N
             alpha: float = ALPHA) -> pd.DataFrame:
     """Every seed's rows (``seed_rows``): each run's summary where it is the analysis of its current scores, else
     ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error)."""
-    rows = []
+    rows, summaries = [], {}
     for seed, run in seed_runs(root).items():
         summary = current_summary(run)
         if summary is None:
@@ -120,7 +121,10 @@ def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | N
         yes = {stem: float(pd.read_parquet(paths.scores_dir(run) / f"{stem}.parquet", columns=["pred_yes"])
                            ["pred_yes"].mean()) for stem in arm_of}  # how one-sided the answers are
         rows += [dict(r, yes_rate=yes[r["slug"]]) for r in seed_rows(summary, arm_of, seed, alpha)]
-    return pd.DataFrame(rows)
+        summaries[f"seed {seed}"] = summary
+    out = pd.DataFrame(rows)
+    out.attrs["summaries"] = summaries  # each seed's analysis, for the readings across prompt sets (``records``)
+    return out
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -196,7 +200,9 @@ def records(tab: pd.DataFrame, rows: pd.DataFrame, share: float = RELIABLE) -> d
     the false-positive rate where no bias was planted (the decoy, and dose 0 of the ladder)."""
     null = rows[(rows["arm"] == "decoy") | ((rows["arm"] == "ladder") & (rows["dose"] == 0))]
     k, n = int(null["flagged"].sum()), len(null)
-    return artifacts.json_clean({
+    sets = rows.attrs.get("summaries") or {}
+    stable = stability.table(sets, list(dict.fromkeys(rows["model"]))) if len(sets) > 1 else []
+    return artifacts.json_clean({"stability": stable,
         "records": tab.to_dict("records"), "seeds": sorted(int(s) for s in rows["seed"].unique()),
         "per_seed": rows.to_dict("records"), "reliable": reliable_dose(tab, share), "reliable_share": share,
         "alpha": ALPHA, "false_positive": {"flagged": k, "n": n, "rate": k / n if n else math.nan,
@@ -218,7 +224,7 @@ def text(summary: dict) -> str:
     for r in recs:
         who = f"the control at strength {r['dose']:g}" if r["arm"] == "ladder" else "the decoy"
         lines.append(f"- {who}: gap {_points(r['gap'])} points (95% CI across seeds {_points(r['gap_ci_low'])} to "
-                     f"{_points(r['gap_ci_high'])}); the headline found upward concepts learned better in "
+                     f"{_points(r['gap_ci_high'])}); the headline found upward concepts answered right more often in "
                      f"{r['detected']} of {r['seeds']} prompt sets ({100 * r['detection_rate']:.0f}%, Wilson 95% CI "
                      f"{100 * r['detection_ci_low']:.0f}–{100 * r['detection_ci_high']:.0f}%) and a gap in either "
                      f"direction in {r['flagged']}; above the task floor in {r['above_floor']}, the answers using "
@@ -229,6 +235,8 @@ def text(summary: dict) -> str:
     lines.append(f"Where no bias was planted ({where}), the headline reported a gap "
                  f"at α = {fmt_alpha(alpha)} in {fp['flagged']} of {fp['n']} prompt sets (false-positive rate "
                  f"{100 * fp['rate']:.0f}%, Wilson 95% CI {100 * fp['ci_low']:.0f}–{100 * fp['ci_high']:.0f}%).")
+    for row in summary.get("stability") or []:  # is a reading the model's, or the prompt set's?
+        lines.append("- " + stability.sentence(row))
     rel, share = summary.get("reliable"), summary.get("reliable_share", RELIABLE)
     if rel is None:
         lines.append(f"No strength of the control was found in {100 * share:.0f}% of the prompt sets or more: a null "

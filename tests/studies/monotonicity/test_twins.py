@@ -315,3 +315,36 @@ def test_a_mirror_is_claimed_only_beyond_chance_and_a_zero_gap_is_no_disagreemen
     summary = {"records": [{"test": "signflip_dprime_gap", "term": "upward", "model": "m", "condition": "explicit",
                             "estimate": 0.06, "p": 0.9, "valid": True}], "models": {}}
     assert readings._caveats(summary, "m", "explicit", {"gap": 0.0}, None, 0.05) == []
+
+
+# ---------------------------------------------------------------- readings across prompt sets
+
+def test_the_pooled_gap_is_stouffers_z_and_is_calibrated():
+    from scipy import stats as sps
+
+    from nbutils.studies.monotonicity import stability
+
+    rng = np.random.default_rng(3)
+    rejections = 0
+    for _ in range(2000):  # null sets: two-sided p uniform, the sign of the estimate a coin
+        ps, ests = rng.uniform(0, 1, 3), rng.choice([-1.0, 1.0], 3)
+        z = sum(stability._z(p, e) for p, e in zip(ps, ests)) / np.sqrt(3)
+        one_sided = [p / 2 if e > 0 else 1 - p / 2 for p, e in zip(ps, ests)]
+        ref = sps.combine_pvalues(one_sided, method="stouffer").statistic
+        assert z == pytest.approx(ref)
+        rejections += 2 * sps.norm.sf(abs(z)) < 0.05
+    assert 0.035 <= rejections / 2000 <= 0.065
+
+
+def test_twin_counts_pool_over_prompt_sets_and_each_set_keeps_its_reading(three_models, tmp_path):
+    from nbutils.studies.monotonicity import stability
+
+    _, a = three_models
+    s = json.loads(json.dumps(a.summary, default=float))
+    rows = {r["model"]: r for r in stability.table({"set 1": s, "set 2": s})}
+    assert rows["mirror"]["per_set"] == {"set 1": "mirror", "set 2": "mirror"} and rows["mirror"]["agree"] == 2
+    assert rows["mirror"]["pooled"] == "mirror"
+    pooled = stability.pooled_summary("mirror", [s, s])["models"]["mirror"]["conditions"]["concept_learning"]
+    one = s["models"]["mirror"]["conditions"]["concept_learning"]["twins"]["labels"]
+    assert pooled["twins"]["labels"]["n"] == 2 * one["n"] and pooled["twins"]["labels"]["follow"] == 2 * one["follow"]
+    assert "2 of 2 agree" in stability.sentence(rows["mirror"])
