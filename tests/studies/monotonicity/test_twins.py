@@ -139,6 +139,11 @@ def test_the_shipped_calibration_holds_its_bounds_and_the_statistics_page_shows_
     assert {r["design"] for r in rows} == {"control", "study400"}
     page = (ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
     assert calibration_twins.markdown(rows) in page
+    get = {(r["design"], r["responder"], r["component"]): r["rate"] for r in rows}
+    said = re.sub(r"\s+", " ", page)
+    assert (f"`learned` in {100 * get[('control', 'learner65', 'reading:learned')]:.0f}% of runs, the mirror right 65% "
+            f"of the time `mirror` in {100 * get[('control', 'mirror65', 'reading:mirror')]:.0f}%") in said
+    assert f"{100 * get[('study400', 'sharp_prior', 'reading:prior')]:.0f}% of runs for the sharp prior at 400" in said
 
 
 def test_the_twin_calibration_reruns_fast_and_tells_the_three_apart():
@@ -339,8 +344,8 @@ def test_the_pooled_gap_is_stouffers_z_and_is_calibrated():
 def test_twin_counts_pool_over_prompt_sets_and_each_set_keeps_its_reading(three_models, tmp_path):
     from nbutils.studies.monotonicity import stability
 
-    _, a = three_models
-    s = json.loads(json.dumps(a.summary, default=float))
+    run, _ = three_models
+    s = json.loads((run / "summary.json").read_text())
     rows = {r["model"]: r for r in stability.table({"set 1": s, "set 2": s})}
     assert rows["mirror"]["per_set"] == {"set 1": "mirror", "set 2": "mirror"} and rows["mirror"]["agree"] == 2
     assert rows["mirror"]["pooled"] == "mirror"
