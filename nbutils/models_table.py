@@ -234,8 +234,10 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     head = [" & ".join(top) + r" \\", rules, " & ".join(heads) + r" \\", r"\midrule"]
     long = len(rows) > PAGE_ROWS
     env = "longtable" if long else "tabular"
-    body = [" & ".join(_breakable(escape(r[k])) if k == "model" else escape(r[k]) for k, _ in cols) + r" \\"
-            for r in rows]
+    # a reading's one long word may break where LaTeX would not break it itself (the column is narrow)
+    cell = (lambda k, v: _breakable(escape(v)) if k == "model" else
+            escape(v).replace("undetermined", r"undeter\-mined") if k == "reading" else escape(v))
+    body = [" & ".join(cell(k, r[k]) for k, _ in cols) + r" \\" for r in rows]
     size = "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize"  # 10 columns fit a page in small type
     lines = [f"% {len(rows)} models; needs \\usepackage{{booktabs,longtable,array}}", size,
              "\\setlength{\\tabcolsep}{2.5pt}", f"\\begin{{{env}}}{{{''.join(spec)}}}", "\\toprule", *head]

@@ -193,16 +193,17 @@ def floor_state(fl: dict | None, alpha: float = ALPHA) -> str | None:
     """``above`` (significantly above chance), ``below`` (not above, and the 95% CI excludes accuracies more than
     ``FLOOR_MARGIN`` above chance: the data place the model at the floor), ``edge`` (neither: the data cannot say
     whether it can do the task), or None where the floor was not tested."""
-    if not fl or not _finite(fl.get("p")):
+    if not fl or not (_finite(fl.get("p")) or isinstance(fl.get("above"), bool)):
         return None
-    if fl["p"] < alpha:
+    above = fl["above"] if isinstance(fl.get("above"), bool) else fl["p"] < alpha  # the analysis's own call first
+    if above:
         return "above"
     hi, chance = fl.get("ci_high"), fl.get("chance")
     return "below" if _finite(hi) and _finite(chance) and hi < chance + FLOOR_MARGIN else "edge"
 
 
 def _floor_phrase(state: str) -> str:
-    return "below the task floor" if state == "below" else "at the edge of the task floor (neither shown above it nor at it)"
+    return "below the task floor" if state == "below" else "at the edge of the task floor"
 
 
 def _net(r: dict | None, alpha: float) -> str:
@@ -273,8 +274,7 @@ def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: 
     what = "the stated concept" if stated else "the examples"
     if uses is None or uses.get("uses") is None:
         why = (uses or {}).get("note") or "it was not computed"
-        return {"kind": "undetermined", "text": f"the examples test could not run ({why}), so where the gap comes "
-                                                "from is not known"}
+        return {"kind": "undetermined", "text": f"the examples test could not run ({why})"}
     p = fmt_p(uses.get("p"), alpha)
     if uses["uses"]:
         su, sd = uses.get("score_upward"), uses.get("score_downward")

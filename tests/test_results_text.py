@@ -75,11 +75,18 @@ def _mono_summary(rec: dict, k: int = 5, **design) -> dict:
 def test_case_direction_a_gap_that_favours_downward_concepts_is_said_so():
     rec = record("glmm_lrt", "upward", math.log(0.04), None, math.log(0.01), math.log(0.18), 1e-6, model="m",
                  condition="concept_learning", headline=True, hypothesis=claims.gap("concept_learning"))
-    text = results_text(_mono_summary(rec))
+    summary = _mono_summary(rec)
+    summary["models"]["m"]["conditions"]["concept_learning"]["uses_examples"] = {
+        "uses": True, "p": 0.001, "score_upward": 2.0, "score_downward": 3.0}
+    text = results_text(summary)
     assert ("downward concepts were learned better than upward ones (21.0% upward vs 88.0% downward correct; "
             "conditional OR = 0.04, 95% CI [0.01, 0.18], p < .001, binomial GLMM, LRT)") in text
     assert "upward concepts were learned better" not in text.lower()
     assert "21.0% upward vs 88.0% downward" in text
+    # without a test of the examples, no learning is claimed: the gap's source is undetermined, and the words say so
+    text = results_text(_mono_summary(rec))
+    assert "were learned better" not in text and "downward concepts were answered right more often" in text
+    assert "the examples test could not run" in text
 
 
 def test_case_sidedness_ten_wrong_answers_of_ten_are_below_chance():
