@@ -34,7 +34,7 @@ import pandas as pd
 from nbutils import artifacts
 from nbutils.readings import twin_evidence
 from nbutils.studies.common import verdicts
-from nbutils.studies.monotonicity import dataset, twins
+from nbutils.studies.monotonicity import dataset, twin_summary, twins
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA = 0.05
@@ -101,7 +101,7 @@ def one_run(d: pd.DataFrame, f: dict, kind: str, rng) -> dict:
     s["correct"] = s["pred_yes"] == s["label"]
     tab = twins.table(s)
     models: dict = {}
-    twins.summary_blocks(models, tab)
+    twin_summary.summary_blocks(models, tab)
     block = models[kind]["conditions"]["concept_learning"]["twins"]
     thr = block["threshold"]
     out = {"labels": block["labels"]["p"], "threshold": thr["both"]["p"],

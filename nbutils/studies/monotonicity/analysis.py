@@ -7,7 +7,7 @@ import pandas as pd
 
 from ... import analysis_run, artifacts, models_table, paths, precision
 from ..common import model_comparison, quantifier_stats, rules, verdicts
-from . import prediction, results, plots, robustness, stats, twins
+from . import prediction, results, plots, robustness, stats, twin_summary, twins
 from .params import MonotonicityParams
 from .scores import load_scores
 
@@ -63,15 +63,15 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
-    twins.summary_blocks(a.summary["models"], a.tables["twins"])  # what the twin prompts show, per model
-    twins.design_blocks(a.summary["models"], scores)  # without twins: what they would have shown at this size
+    twin_summary.summary_blocks(a.summary["models"], a.tables["twins"])  # what the twin prompts show, per model
+    twin_summary.design_blocks(a.summary["models"], scores)  # without twins: what they would have shown at this size
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals
     for m, n in (parameters or {}).items():
         if m in a.summary["models"] and n:
             a.summary["models"][m]["n_parameters"] = int(n)
     a.summary["records"] = (stats.records(a.tables) + verdicts.records(a.tables["verdicts"]) + robustness.records(a.tables["robustness"],
                                                                          a.tables["robustness_tests"])
-                            + prediction.records(a.tables["prediction"]) + twins.records(a.tables["twins"])
+                            + prediction.records(a.tables["prediction"]) + twin_summary.records(a.tables["twins"])
                             + (model_comparison.records(a.tables["model_comparison"])
                                if len(a.tables["model_comparison"]) else []))
     a.summary["rules"] = rules.summary_records(a.tables["best_rule"])
