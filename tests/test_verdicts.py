@@ -44,7 +44,7 @@ CONTROL_LABEL, BASE_LABEL = "SmolLM2-135M + upward control", "SmolLM2-135M-Instr
 def _control_frame(model: str) -> pd.DataFrame:
     prompts = pd.read_parquet(CONTROL / "prompts.parquet")
     scores = pd.read_parquet(CONTROL / "scores" / f"{model}.parquet")[["prompt_id", "pred_yes", "correct"]]
-    return scores.merge(prompts, on="prompt_id").assign(model=model)
+    return analysis.originals(scores.merge(prompts, on="prompt_id").assign(model=model))  # the twins read apart
 
 
 # ---------------------------------------------------------------- the tests against R
@@ -63,8 +63,11 @@ def test_the_examples_score_test_and_the_floor_agree_with_r_on_the_control_sampl
             csv = tmp_path / "d.csv"
             pd.DataFrame({"y": g["pred_yes"].astype(int), "q": verdicts.query_position(g), "lu": ex[:, 0],
                           "ld": ex[:, 1], "correct": g["correct"].astype(int)}).to_csv(csv, index=False)
-            script = (f'd <- read.csv("{csv}"); f0 <- glm(y ~ poly(q, 3), binomial, d); '
-                      'f1 <- glm(y ~ poly(q, 3) + lu + ld, binomial, d); a <- anova(f0, f1, test = "Rao"); '
+            # both fits converged tightly (R's default stops at a relative change of 1e-8, which moves the score
+            # statistic in the fourth digit where the control's answers nearly separate)
+            script = (f'd <- read.csv("{csv}"); c <- glm.control(epsilon = 1e-14, maxit = 100); '
+                      'f0 <- glm(y ~ poly(q, 3), binomial, d, control = c); '
+                      'f1 <- glm(y ~ poly(q, 3) + lu + ld, binomial, d, control = c); a <- anova(f0, f1, test = "Rao"); '
                       'k <- sum(d$correct); n <- nrow(d); b <- binom.test(k, n, 0.5, alternative = "greater"); '
                       'w <- prop.test(k, n, correct = FALSE)$conf.int; '
                       'cat(format(c(a$Rao[2], b$p.value, w[1], w[2]), digits = 15), sep = "\\n")')
@@ -146,9 +149,11 @@ def test_the_four_readings_are_kept_apart_end_to_end(four_models):
     run, a = four_models
     got = {(e["model"], e["condition"]): e for e in entries(a.summary)}
     cl = {m: got[(m, "concept_learning")] for m in ("prior", "learner", "chance", "constant")}
-    assert cl["prior"]["reading"] == "prior" and cl["prior"]["uses_examples"]["uses"] is False
-    assert "the gap comes from a prior on the query, not from learning from the examples" in cl["prior"]["sentence"]
-    assert "downward concepts are answered as their upward mirror" in cl["prior"]["sentence"]
+    # a prior on the query, read without twin prompts: the score test finds no use of the examples, and that is said
+    # as no evidence, never as a prior shown (only twins can exclude a use of the examples)
+    assert cl["prior"]["reading"] == "undetermined" and cl["prior"]["uses_examples"]["uses"] is False
+    assert "which does not show that they ignore it" in cl["prior"]["sentence"]
+    assert "twin prompts" in cl["prior"]["sentence"]
     assert cl["learner"]["uses_examples"]["uses"] is True
     if HAS_R:  # the GEE's t(K−1) over five thresholds misses this gap; the GLMM finds it
         assert cl["learner"]["reading"] == "learned", cl["learner"]["sentence"]
@@ -168,19 +173,27 @@ def test_the_four_readings_are_kept_apart_end_to_end(four_models):
     assert summary["headline"][0]["reading"] in readings.READINGS
 
 
-def test_the_control_sample_reads_as_a_prior_and_the_base_model_as_below_the_floor(tmp_path):
+def test_the_control_sample_is_read_by_its_twins_and_the_base_model_as_below_the_floor(tmp_path):
+    """The control's gap is read from its twin prompts: a reading that says which twin tests decided it, or, where
+    none did, that the source is undetermined with the power the twins had; never a prior assumed from a test that
+    failed to reject."""
     run = tmp_path / "control"
     shutil.copytree(CONTROL, run, ignore=shutil.ignore_patterns("*.md"))
     a = analysis.analyze_run(run, n_boot=50, use_r=False)
     got = {(e["model"], e["condition"]): e for e in entries(a.summary)}
     control = got[(CONTROL_LABEL, "concept_learning")]
-    assert control["reading"] == "prior", control["sentence"]
-    assert "not from learning from the examples" in control["sentence"]
-    assert "downward concepts are answered as their upward mirror" in control["sentence"]
+    tw = control["twins"]
+    assert tw["labels"]["n"] == 120 and tw["threshold"]["both"]["n"] > 0 and tw["copy"]["n"] == 120
+    assert control["reading"] == "undetermined", control["sentence"]
+    assert "label-flipped twins" in control["sentence"] and "power against a learner" in control["sentence"]
+    assert "not from learning from the examples" not in control["sentence"]
+    assert "downward concepts were answered as their upward mirror" in control["rule_sentence"] if "rule_sentence" in \
+        control else True
     for cond in ("concept_learning", "explicit"):
         base = got[(BASE_LABEL, cond)]
-        assert base["reading"] == "below_floor" and "below the task floor" in base["sentence"], base["sentence"]
-        assert "no evidence" not in base["sentence"]
+        assert base["reading"] == "below_floor" and re.search(r"(below|at the edge of) the task floor",
+                                                              base["sentence"]), base["sentence"]
+        assert "no evidence that upward" not in base["sentence"]
 
 
 # ---------------------------------------------------------------- property tests of the sentence engine
@@ -232,16 +245,18 @@ def test_property_readings_agree_with_their_facts_in_direction_significance_floo
         if v == "invalid":
             assert kind == "no_valid_test" and "no valid test" in s and "OR =" not in s, s
         elif v in ("more", "less"):
-            assert kind == ("prior" if uses is False else "learned"), (kind, s)
+            # no twins here: a use of the examples is never excluded, and a test that could not run reads no source
+            assert kind == ("learned" if uses else "undetermined"), (kind, s)
+            assert "prior" not in s or "does not show" in s, s
             better = "upward" if v == "more" else "downward"
             assert re.search(rf"{better} concepts were (learned|answered)", s), s
-            assert "no evidence" not in s and "below the task floor" not in s
+            assert "no evidence at α" not in s and "below the task floor" not in s
         else:
             assert kind in ("below_floor", "no_evidence"), (kind, s)
             assert "better" not in s and "prior" not in s
             if kind == "below_floor":
                 assert f["block"]["floor"]["above"] is False and "no conclusion about a bias" in s
-        if "no evidence" in s:  # never beside a gap the design should find 4 times in 5
+        if "no evidence at α" in s:  # never beside a gap the design should find 4 times in 5
             n = f["block"]["n"]
             assert abs(f["block"]["gap"]) < readings.detectable_gap(n // 2, n // 2), s
         assert ("caveat: it answered No" in s) == (f["block"]["constant"] is not None), s
@@ -250,7 +265,7 @@ def test_property_readings_agree_with_their_facts_in_direction_significance_floo
             assert ("conditional OR = " in s) == (f["rec"]["test"] == "glmm_lrt"), s
         if f["cond"] == "explicit":
             assert "learned better" not in s and "learned differently" not in s, s
-    assert seen == set(readings.READINGS)
+    assert seen == set(readings.READINGS) - {"mirror", "prior"}  # the property's records carry no twins
 
 
 def _extreme_scores(rng: np.random.Generator, up_acc: float, down_acc: float, hetero: bool) -> pd.DataFrame:
@@ -282,7 +297,8 @@ def test_property_a_gap_of_sixty_points_on_thirty_and_thirty_prompts_is_never_no
             gap = a.summary["models"]["m"]["conditions"][cond]["gap"]
             assert abs(gap) >= 0.6 - 1e-9
             rd = readings.reading(a.summary, "m", cond)
-            assert "no evidence" not in rd["sentence"], (up_acc, down_acc, hetero, rd["sentence"])
+            # the gap is never "no evidence" (the examples' test may be: that is another test)
+            assert "no evidence at α" not in rd["sentence"], (up_acc, down_acc, hetero, rd["sentence"])
             # a test that cannot reject at five thresholds never stands in as the headline
             head = readings.headline_record(a.summary, "m", cond)
             assert head is None or head["test"] != "signflip_gap", rd["sentence"]
