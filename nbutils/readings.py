@@ -221,6 +221,17 @@ def _equivalent(r: dict | None, margin: float) -> bool:
                 and r["ci90_low"] > -margin and r["ci90_high"] < margin)
 
 
+def _prior_part(tw: dict, alpha: float) -> str:
+    """``; 25.3 points of the gap (95% CI …) ride on answers that did not move with the threshold``: the part of the gap
+    a prior on the query carries, where its test finds one."""
+    pr = tw.get("prior") or {}
+    if not (_finite(pr.get("estimate")) and _finite(pr.get("p")) and pr["p"] < alpha):
+        return ""
+    ci = fmt_ci(100 * pr["ci_low"], 100 * pr["ci_high"], 1) if _finite(pr.get("ci_low")) else ""
+    return (f"; {100 * pr['estimate']:+.1f} points of the gap ({ci + ', ' if ci else ''}{fmt_p(pr['p'], alpha)}) ride "
+            "on answers that did not move with the examples' threshold: a prior on the query")
+
+
 def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
     """What the twin prompts say of where the answers come from: ``kind`` (``learned``: they follow the labels'
     direction; ``mirror``: they move with the examples' threshold read as "more than" but not with the labels;
@@ -234,15 +245,17 @@ def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
     uses_labels = sig(labels) and labels["estimate"] > 0
     upward_reading = bool(both and sig(both, "upward_reading_p") and both.get("upward_reading", 0) > 0)
     lab = f"label-flipped twins: {_net(labels, alpha)}" if labels else ""
+    prior = _prior_part(tw, alpha)
     if uses_labels:
-        return {"kind": "learned", "text": f"the answers follow the labels' direction ({lab}, exact McNemar test)"}
+        return {"kind": "learned", "text": f"the answers follow the labels' direction ({lab}, exact McNemar test)"
+                                           + prior}
     if upward_reading:
         return {"kind": "mirror",
                 "text": ("the answers move with the examples' threshold but read every concept as \"more than\" it "
                          f"(threshold-shifted twins, net {100 * both['upward_reading']:+.1f} points of {both['n']} "
                          f"pairs move that way, one-sided exact McNemar {fmt_p(both['upward_reading_p'], alpha)}; "
                          f"upward {_net(up, alpha)}, downward {_net(down, alpha)}), with no evidence of following "
-                         f"the labels' direction ({lab})")}
+                         f"the labels' direction ({lab})" + prior)}
     comps = [labels, up, down]
     if all(_equivalent(r, margin) for r in comps) and labels and up and down:
         return {"kind": "prior",
@@ -262,7 +275,7 @@ def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
         what = (f"no evidence that the answers follow the labels' direction ({lab}) or the examples' threshold "
                 f"(threshold-shifted twins, {fmt_p(both.get('p') if both else None, alpha)}), and neither use is "
                 f"excluded")
-    return {"kind": "undetermined", "text": what + pw}
+    return {"kind": "undetermined", "text": what + prior + pw}
 
 
 def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: float = ALPHA) -> dict:
@@ -333,8 +346,8 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             verb = "answered" if stated else "learned"
             text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums}): {evidence['text']}"
         elif kind == "mirror":
-            text = (f"{better} concepts were answered right more often ({short}; {nums}), and the gap is the "
-                    f"mirror's: {evidence['text']}")
+            text = (f"{better} concepts were answered right more often ({short}; {nums}), and the answers show "
+                    f"the mirror: {evidence['text']}")
         elif kind == "prior":
             text = (f"{better} concepts were answered right more often ({short}; {nums}), from a prior on the query: "
                     f"{evidence['text']}")
