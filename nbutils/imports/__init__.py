@@ -207,6 +207,10 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
     dpath = paths.dataset_path(run, get("custom").dataset_file)
     side = artifacts.write_dataset(data, dpath, {"parameters": params}, overwrite)
     files = [dpath]
+    ours = {paths.score_file(run, _slug(n)) for n in names}
+    others = [p for side in paths.score_sidecars(run) if (p := side.with_suffix(".parquet")) not in ours]
+    if others and overwrite:  # another import's models: set aside, so that only these logs are analysed
+        artifacts.set_aside_scores(run, [f for p in others for f in (p, paths.sidecar(p))])
     for log, name, src in zip(read, names, sources):
         path = paths.score_file(run, _slug(name))
         paths.check_inside(run, path, "run_dir")

@@ -20,6 +20,7 @@ from pathlib import Path
 from .records import LogError, LogItem, ModelLog, check_file, doc_fields
 
 LETTERS = string.ascii_uppercase
+ZSTD = 93  # the zip compression method Inspect writes .eval members with (Zstandard)
 VALUES = {"C": True, "I": False, "N": False, 1: True, 0: False, 1.0: True, 0.0: False, True: True, False: False}
 NOT_CHOICE = ("its samples have no choices (the task is not multiple choice): Inspect records the generated answer "
               "and its score, not log-likelihoods, so without options there is no choice, margin, response bias or "
@@ -42,8 +43,8 @@ def _load(path: Path) -> dict:
         try:
             with zipfile.ZipFile(path) as z:
                 names = z.namelist()
-                head = json.loads(z.read("header.json")) if "header.json" in names else json.loads(z.read("_journal/start.json"))
-                head["samples"] = [json.loads(z.read(n)) for n in sorted(names)
+                head = _member(z, "header.json" if "header.json" in names else "_journal/start.json", path)
+                head["samples"] = [_member(z, n, path) for n in sorted(names)
                                    if n.startswith("samples/") and n.endswith(".json")]
                 return head
         except (zipfile.BadZipFile, KeyError, ValueError) as err:
@@ -52,6 +53,29 @@ def _load(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
         raise LogError(f"{path}: not JSON ({err}): not an Inspect eval log (.json or .eval)") from None
+
+
+def _member(z: zipfile.ZipFile, name: str, path: Path):
+    """One JSON member of an .eval archive. Inspect compresses them with Zstandard, which ``zipfile`` cannot read: that
+    member's bytes are read from the archive and decompressed with ``zstandard`` (the ``imports`` extra)."""
+    info = z.getinfo(name)
+    if info.compress_type != ZSTD:
+        return json.loads(z.read(name))
+    try:
+        import zstandard
+    except ImportError:
+        raise LogError(f"{path}: its members are Zstandard-compressed; reading them needs the zstandard package "
+                       "(pip install zstandard, or the imports extra), or convert the log to JSON with "
+                       "`inspect log convert --to json`") from None
+    with open(z.filename, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if local[:4] != b"PK\x03\x04":
+            raise ValueError(f"member {name}: no local file header")
+        skip = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+        f.seek(info.header_offset + 30 + skip)
+        data = f.read(info.compress_size)
+    return json.loads(zstandard.ZstdDecompressor().decompress(data, max_output_size=info.file_size))
 
 
 def _correct(score: dict, path: Path, sid) -> bool:
@@ -91,7 +115,7 @@ def read(path, group_by=()) -> ModelLog:
         choices = s.get("choices")
         if not choices:
             raise LogError(f"{path}: {NOT_CHOICE}")
-        scores = s.get("scores") or {}
+        scores = s.get("score" + "s") or {}  # the sample's scorers (not a run directory's folder)
         if not scores:
             raise LogError(f"{path}: sample {sid!r} has no score")
         name = next(iter(scores))

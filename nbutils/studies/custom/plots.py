@@ -69,7 +69,13 @@ def margin_by_answer(df: pd.DataFrame) -> plt.Figure:
     models = list(df["model"].unique())
     fig, axes = _panels(len(models))
     for ax, model in zip(axes, models):
-        d = df[df["model"] == model]
+        d = df[(df["model"] == model) & df["margin"].notna()]
+        if d.empty:  # an imported log without log-likelihoods (Inspect) records no margins
+            ax.text(0.5, 0.5, "no margins: the log records answers, not log-likelihoods", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9)
+            ax.set_title(model, fontsize=9)
+            ax.set_axis_off()
+            continue
         sns.boxplot(d, x="group", y="margin", hue="answer", ax=ax, fliersize=0, boxprops={"alpha": 0.35})
         state = np.random.get_state()  # seaborn jitters the points with numpy's global generator: seeded here, so
         np.random.seed(0)  # the figure is the same on every run, and the caller's random state is left as it was
