@@ -15,7 +15,8 @@ converted to Inspect's ``.eval`` format as well (``inspect log convert``). Every
 
 lm-eval and Inspect pin package versions the suite's own environment does not share (fsspec, python-dateutil), so
 they live in their own virtual environment (``--tools``, made with ``pip install "lm_eval[hf]==0.4.13"
-"inspect_ai==0.3.285" "torch==2.13.0+cpu" "transformers==5.24.0"``); this script runs in the suite's environment::
+"inspect_ai==0.3.285" "torch==2.13.0+cpu" "transformers==5.24.0"``, the ``log-tools`` extra's tools at the versions
+the shipped logs were made with); this script runs in the suite's environment::
 
     python scripts/make_import_logs.py --tools /tmp/lmeval-venv/bin       # about two minutes on two CPU cores
 

@@ -205,3 +205,15 @@ def test_the_command_imports_and_refuses_with_the_file_named(tmp_path, capsys):
     assert main(["import", "lm-eval", str(GEN[0]), "--run-dir", str(tmp_path / "gen")]) == 2
     assert str(GEN[0]) in capsys.readouterr().err
     assert sorted(p.name for p in paths.scores_dir(run).glob("*.parquet")) == ["SmolLM2.parquet", "random.parquet"]
+
+
+def test_the_import_time_benchmark_runs_on_a_small_log(tmp_path):
+    """``benchmarks/import_time.py`` end to end on 40 synthetic items per log (its report's numbers are measured)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_time", Path(__file__).parents[1] / "benchmarks" / "import_time.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--n", "40", "--out", str(tmp_path / "t.json")]) == 0
+    report = json.loads((tmp_path / "t.json").read_text())
+    assert report["items_shared"] == 40 and report["import_seconds"] > 0 and report["analysis_seconds"] > 0
