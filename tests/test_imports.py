@@ -217,3 +217,19 @@ def test_the_import_time_benchmark_runs_on_a_small_log(tmp_path):
     assert bench.main(["--n", "40", "--out", str(tmp_path / "t.json")]) == 0
     report = json.loads((tmp_path / "t.json").read_text())
     assert report["items_shared"] == 40 and report["import_seconds"] > 0 and report["analysis_seconds"] > 0
+
+
+def test_nothing_is_written_through_a_link_or_beside_another_study(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (run / "scores").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(ValueError, match="symbolic link"):
+        import_logs("lm-eval", LM, run)
+    assert sorted(p.name for p in run.iterdir()) == ["scores"] and not any((tmp_path / "elsewhere").iterdir())
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "prompts.parquet").write_bytes(b"")
+    with pytest.raises(LogError, match="another study's dataset"):
+        import_logs("lm-eval", LM, other)
+    assert sorted(p.name for p in other.iterdir()) == ["prompts.parquet"]

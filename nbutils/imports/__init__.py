@@ -22,7 +22,7 @@ import pandas as pd
 from .. import artifacts, labels, paths, score_sidecar
 from ..score_files import write_scores
 from ..spec import decisions
-from ..studies import get
+from ..studies import REGISTRY, get
 from . import inspect_logs, lmeval
 from .records import LogError, ModelLog, check_group_by
 
@@ -51,6 +51,12 @@ class Imported:
         out += [f"left out: {len(ids)} item(s) of {m} that not every log holds: {', '.join(ids[:8])}"
                 + (" …" if len(ids) > 8 else "") for m, ids in self.left_out.items() if ids]
         return out + self.notes
+
+
+def studies_here(run: Path) -> list[Path]:
+    """The datasets of other studies than the custom one already in ``run``."""
+    return [p for s in REGISTRY.values() if s.name != "custom"
+            if (p := paths.dataset_path(run, s.dataset_file)).exists()]
 
 
 def _slug(label: str) -> str:
@@ -203,8 +209,15 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
                for log, n in zip(read, names)]
     params = {"imported_from": tool, "task": read[0].task, "logs": sources, "group_by": list(group_by or ()),
               "reference": names[0], "models": names, "left_out": left, "notes": notes}
-    run.mkdir(parents=True, exist_ok=True)
     dpath = paths.dataset_path(run, get("custom").dataset_file)
+    for path in [dpath, *(paths.score_file(run, _slug(n)) for n in names)]:  # no link anywhere, before any write
+        for p in (path, paths.sidecar(path)):
+            paths.check_inside(run, p, "run_dir")
+    others = [s.name for s in studies_here(run)]
+    if others:
+        raise LogError(f"run_dir: {run} holds another study's dataset ({', '.join(others)}); import into a run "
+                       "directory of its own")
+    run.mkdir(parents=True, exist_ok=True)
     side = artifacts.write_dataset(data, dpath, {"parameters": params}, overwrite)
     files = [dpath]
     ours = {paths.score_file(run, _slug(n)) for n in names}
@@ -213,7 +226,6 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
         artifacts.set_aside_scores(run, [f for p in others for f in (p, paths.sidecar(p))])
     for log, name, src in zip(read, names, sources):
         path = paths.score_file(run, _slug(name))
-        paths.check_inside(run, path, "run_dir")
         if paths.sidecar(path).exists():
             try:
                 old = score_sidecar.read(paths.sidecar(path))
