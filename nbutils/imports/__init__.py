@@ -11,6 +11,7 @@ outside ``run_dir``; a run that holds other data is refused unless ``overwrite``
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -64,15 +65,21 @@ def _slug(label: str) -> str:
     return paths.check_plain_name(slug or "model", "label")
 
 
-def _match(logs: list[ModelLog], names: list[str]) -> tuple[list[str], dict[str, list[str]], list[str]]:
-    """The keys every log holds (in the first log's order), the item ids each log holds alone, and notes; a
-    ``LogError`` when one key names different items in two logs."""
+def _match(logs: list[ModelLog], names: list[str]) -> tuple[list[str], dict[str, list[str]], list[str], list]:
+    """The keys every log holds (in the first log's order), the item ids each log holds alone, notes, and the logs as
+    matched (keyed by doc_id when some lm-eval log lacks doc hashes); a ``LogError`` when one key names different
+    items in two logs."""
+    notes = []
+    if logs[0].tool == "lm-eval" and not all(i.doc_hash for log in logs for i in log.items):
+        logs = [dataclasses.replace(log, items=[dataclasses.replace(i, key=f"doc_id:{i.item_id}") for i in log.items])
+                for log in logs]  # a log without hashes (an older lm-eval): every log matched by doc_id
+        notes.append("not every log records doc_hash: items are matched by doc_id")
     keys = [set(i.key for i in log.items) for log in logs]
     shared = set.intersection(*keys)
     order = [i.key for i in logs[0].items if i.key in shared]
     left = {n: [i.item_id for i in log.items if i.key not in shared] for n, log in zip(names, logs)}
     first = {i.key: i for i in logs[0].items}
-    notes, differ = [], 0
+    differ = 0
     for log in logs[1:]:
         for i in log.items:
             a = first.get(i.key)
@@ -86,7 +93,7 @@ def _match(logs: list[ModelLog], names: list[str]) -> tuple[list[str], dict[str,
     if differ:
         notes.append(f"the prompt differs between logs on {differ} shared item(s) (another template or number of "
                      "few-shot examples): the items are paired, and the dataset keeps the first log's prompt")
-    return order, left, notes
+    return order, left, notes, logs
 
 
 def _dataset(log: ModelLog, order: list[str], group_names: list[str]) -> pd.DataFrame:
@@ -194,7 +201,7 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
     run = paths.check_run_dir(run_dir)
     if run.exists() and not run.is_dir():
         raise LogError(f"run_dir: {run} is a file, not a folder")
-    order, left, notes = _match(read, names)
+    order, left, notes, read = _match(read, names)
     if not order:
         raise LogError("logs: no item is in every log (" + ", ".join(f"{log.path.name}: {len(log.items)}" for log in read)
                        + " items); the logs are not of one set of items")

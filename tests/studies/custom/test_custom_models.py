@@ -1,6 +1,7 @@
 """Models compared on the same items (``nbutils.studies.custom.models``): the direction of every record's words, and
 the test's calibration by simulation: with no difference between two models it rejects at most as often as a 5% test
-may; a real difference of 15 points on 300 items is found most of the time."""
+may; a model whose log-odds of a right answer exceed the other's by the step from 55% to 70% is found most of the
+time on 300 items."""
 from __future__ import annotations
 
 import numpy as np
