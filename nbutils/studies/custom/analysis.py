@@ -78,14 +78,16 @@ def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options)
     if len(sep):
         t["margin_separation"] = sep
     t["per_item"] = stats.per_item(scores)
-    t["model_comparison"] = model_tests.compare(scores, scores.attrs.get("order"))
+    compared = model_tests.compare(scores, scores.attrs.get("order"))
+    if len(compared):  # two models or more
+        t["model_comparison"] = compared
     for model, g in scores.groupby("model", sort=False):
         if g["choice"].nunique() == 1:
             a.notes.append(f"{model}: chooses {g['choice'].iloc[0]!r} for every prompt (pure response bias)")
     mono, mono_notes = monotonicity_tables(scores, n_boot=params.n_boot, seed=params.seed, use_r=params.use_r)
     t.update(mono)
     a.notes += mono_notes
-    a.summary = {"study": "custom", "records": model_tests.records(t["model_comparison"]) + stats.summary_records(t)}
+    a.summary = {"study": "custom", "records": model_tests.records(t.get("model_comparison", compared)) + stats.summary_records(t)}
     if "monotonicity_gap" in t:
         a.summary["records"] += artifacts.json_clean([
             stats.group_record(r.model, "monotonicity_gap", r.condition, r.gap, r.gap_ci_low, r.gap_ci_high, r.p_cmh,
