@@ -69,7 +69,9 @@ def check_group_by(group_by, prefixes: tuple[str, ...]) -> list[tuple[str, list[
         parts = g.strip().split(".")
         if parts[0] not in prefixes or (len(parts) < 2 and parts[0] in ("doc", "metadata")) or not all(parts):
             raise LogError(f"group_by: {g!r} is not one of {', '.join(p + ('.FIELD' if p in ('doc', 'metadata') else '') for p in prefixes)}")
-        out.append((parts[-1] if parts[0] in ("doc", "metadata") else parts[0], parts))
+        # a doc's or sample's own field keeps its name; a model's own result (Inspect's score, answer) is the first
+        # log's, the reference's, and says so
+        out.append((parts[-1] if parts[0] in ("doc", "metadata") else f"reference_{parts[0]}", parts))
     names = [n for n, _ in out]
     if len(set(names)) != len(names):
         raise LogError(f"group_by: two entries give the same column name ({names})")
@@ -81,17 +83,18 @@ def _text(v) -> str:
 
 
 def doc_fields(record: dict, group_by, path: Path, where, root: str) -> dict:
-    """The group-by values of one item (``group_by``: ``check_group_by``'s pairs); a ``LogError`` naming the file, the
-    item and the fields it has when one is missing."""
+    """The group-by values of one item (``group_by``: ``check_group_by``'s pairs; ``record`` is the part of the item
+    named ``root``, or the whole item when ``root`` is empty); a ``LogError`` naming the file, the item and the
+    fields it has when one is missing."""
     out = {}
     for name, parts in group_by:
-        value, here = record, []
-        for part in parts[1:] if parts[0] == root else parts:
+        start = 1 if parts[0] == root else 0
+        value = record
+        for k, part in enumerate(parts[start:], start):
             if not isinstance(value, dict) or part not in value:
                 have = sorted(value) if isinstance(value, dict) else []
                 raise LogError(f"{path}: {where}: has no field {'.'.join(parts)!r} (group_by); "
-                               f"{'.'.join([parts[0], *here]) if here or parts[0] == root else parts[0]} has "
-                               f"{have[:12]}")
-            value, here = value[part], [*here, part]
+                               f"{'.'.join(parts[:k]) or 'the item'} has {have[:12]}")
+            value = value[part]
         out[name] = "(missing)" if value is None else _text(value)
     return out
