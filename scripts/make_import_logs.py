@@ -11,7 +11,8 @@ lm-evaluation-harness (``lm_eval --model hf --log_samples``) runs the task as ``
 log-likelihood) for both models, and a 6-question ``generate_until`` task for the tiny model (a log of generations);
 Inspect (``inspect eval`` with its ``hf/`` provider, a few-shot ``multiple_choice()`` template and a ``pattern()``
 scorer reading the answer letter) runs the same questions for both models and writes JSON logs; the second is
-converted to Inspect's ``.eval`` format as well (``inspect log convert``). Everything runs on this machine's CPU with the Hub switched off.
+converted to Inspect's ``.eval`` format as well (``inspect log convert``). Everything runs on this machine's CPU with
+the Hub switched off.
 
 lm-eval and Inspect pin package versions the suite's own environment does not share (fsspec, python-dateutil), so
 they live in their own virtual environment (``--tools``, made with ``pip install "lm_eval[hf]==0.4.13"

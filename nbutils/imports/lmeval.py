@@ -132,7 +132,7 @@ def read(path, group_by=()) -> ModelLog:
                 raise LogError(f"{path}: line {line} is not JSON ({err.msg}): not an lm-eval samples file") from None
             if not isinstance(rec, dict) or "doc_id" not in rec or "filtered_resps" not in rec:
                 raise LogError(f"{path}: line {line} has no doc_id and filtered_resps: not an lm-eval samples file "
-                                   "(written by lm_eval --log_samples)")
+                               "(written by lm_eval --log_samples)")
             metrics = [k for k in rec.get("metrics") or [] if k in rec]
             requests = _requests(rec, path, line)
             resps = rec["filtered_resps"]
@@ -142,18 +142,19 @@ def read(path, group_by=()) -> ModelLog:
             if output_type in ("loglikelihood", "loglikelihood_rolling") or len(requests) < 2:
                 raise LogError(f"{path}: {SINGLE}")
             if "acc_mutual_info" in rec and len(requests) % 2 == 0:  # the second half: unconditional log-likelihoods
-                requests, resps = requests[: len(requests) // 2], resps[: len(requests) // 2]
+                half = len(requests) // 2
+                requests, resps = requests[:half], resps[:half]
             contexts = {c for c, _ in requests}
             if len(contexts) > 1:
                 raise LogError(f"{path}: line {line}: the options of doc {rec['doc_id']} have different contexts (a "
-                                   "multiple-input task such as winogrande): not read; this reader takes tasks whose "
-                                   "options are continuations of one prompt")
+                               "multiple-input task such as winogrande): not read; this reader takes tasks whose "
+                               "options are continuations of one prompt")
             conts = [str(c) for _, c in requests]
             options = [c[len(delimiter):] if delimiter and c.startswith(delimiter) else c for c in conts]
             logp = [_float(r[0] if isinstance(r, (list, tuple)) else r, path, line) for r in resps]
             if len(set(options)) != len(options):
                 raise LogError(f"{path}: line {line}: doc {rec['doc_id']} repeats an option ({options}); its "
-                                   "choice cannot be named by its text")
+                               "choice cannot be named by its text")
             pred = int(np.argmax(logp))
             target = str(rec.get("target", ""))
             docs.append({"line": line, "doc_id": rec["doc_id"], "target": target, "options": options, "pred": pred,
@@ -180,4 +181,5 @@ def read(path, group_by=()) -> ModelLog:
     return ModelLog(path=path, tool="lm-eval", tool_version=results.get("lm_eval_version"), task=task or "(unnamed)",
                     model=_model_name(results, path), items=items, has_logp=True, notes=notes,
                     details={"output_type": output_type or "multiple_choice", "target_delimiter": delimiter,
-                             "n_shot": (results.get("n-shot") or {}).get(task), "target_read_as": how, "filter": rec.get("filter") if items else None})
+                             "n_shot": (results.get("n-shot") or {}).get(task), "target_read_as": how,
+                             "filter": rec.get("filter")})

@@ -68,7 +68,8 @@ def check_group_by(group_by, prefixes: tuple[str, ...]) -> list[tuple[str, list[
             raise LogError(f"group_by: each entry is a field such as {prefixes[0]}.FIELD, got {g!r}")
         parts = g.strip().split(".")
         if parts[0] not in prefixes or (len(parts) < 2 and parts[0] in ("doc", "metadata")) or not all(parts):
-            raise LogError(f"group_by: {g!r} is not one of {', '.join(p + ('.FIELD' if p in ('doc', 'metadata') else '') for p in prefixes)}")
+            allowed = ", ".join(p + (".FIELD" if p in ("doc", "metadata") else "") for p in prefixes)
+            raise LogError(f"group_by: {g!r} is not one of {allowed}")
         # a doc's or sample's own field keeps its name; a model's own result (Inspect's score, answer) is the first
         # log's, the reference's, and says so
         out.append((parts[-1] if parts[0] in ("doc", "metadata") else f"reference_{parts[0]}", parts))
