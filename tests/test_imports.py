@@ -136,6 +136,21 @@ def test_logs_without_doc_hashes_are_matched_by_doc_id(tmp_path):
     assert done.n_items == 48 and any("matched by doc_id" in n for n in done.notes)
 
 
+def test_the_mutual_information_variant_reads_the_conditional_half(tmp_path):
+    def doubled(r):
+        args = list(r["arguments"].values())
+        r = dict(r, arguments={f"gen_args_{j}": a for j, a in enumerate(args + [dict(a, arg_0="") for a in args])},
+                 filtered_resps=r["filtered_resps"] + [["-1.0", "False"]] * len(args), acc_mutual_info=0.0)
+        return r
+
+    mi = _copy(LM[0], tmp_path / "a" / LM[0].name, edit=doubled)
+    done = import_logs("lm-eval", [mi], tmp_path / "run")
+    scores = pd.read_parquet(paths.score_file(tmp_path / "run", done.models[0]))
+    first = lines(LM[0])[0]
+    assert [scores.loc[0, f"logp_{j}"] for j in range(4)] == [float(x[0]) for x in first["filtered_resps"]]
+    assert "logp_4" not in scores
+
+
 def test_a_generation_log_says_what_can_and_cannot_be_analysed(tmp_path):
     with pytest.raises(LogError) as err:
         import_logs("lm-eval", GEN, tmp_path / "run")
