@@ -1,7 +1,8 @@
 """Command line: ``python -m nbutils sweep SWEEP.yaml``, ``python -m nbutils run NOTEBOOK -p NAME VALUE``,
 ``python -m nbutils merge RUN_DIR MODEL_SLUG``, ``python -m nbutils report RUN_DIR``, ``python -m nbutils studies``,
 ``python -m nbutils where``, ``python -m nbutils colab-links``, ``python -m nbutils show RUN_DIR`` (every item beside
-the model's answer) and ``python -m nbutils runs [DIR]`` (an index of the runs below DIR).
+the model's answer), ``python -m nbutils runs [DIR]`` (an index of the runs below DIR) and ``python -m nbutils import
+lm-eval|inspect LOG [LOG …] --run-dir DIR`` (another tool's per-item logs analysed as a custom-study run).
 
 Relative paths are taken from the project root: $NBUTILS_ROOT, else the checkout you are in (the working directory or the
 nearest folder above it holding pyproject.toml and notebooks/), else the checkout nbutils was installed from with -e, else the
@@ -131,6 +132,45 @@ def _show(args) -> int:
                         + textwrap.wrap(tail, width, break_on_hyphens=False))
 
 
+def _add_import_command(sub) -> None:
+    """The ``import`` subcommand."""
+    im = sub.add_parser("import", help="analyse other tools' per-item logs (lm-eval --log_samples files, Inspect eval "
+                                       "logs; one model each, one task) as a custom-study run: import, analysis, report")
+    im.add_argument("tool", choices=["lm-eval", "inspect"], help="the tool that wrote the logs")
+    im.add_argument("logs", nargs="+", metavar="LOG", help="one log per model (lm-eval: samples_<task>_<date>.jsonl; "
+                                                           "Inspect: .eval or .json); the first is the reference")
+    im.add_argument("--run-dir", required=True, help="the run directory to write (nothing is written outside it)")
+    im.add_argument("--group-by", action="append", default=[], metavar="FIELD",
+                    help="a field to analyse by: doc.FIELD (lm-eval); metadata.FIELD, score or answer (Inspect); "
+                         "repeatable")
+    im.add_argument("--label", action="append", default=[], metavar="NAME",
+                    help="the name results print for a model, one per log in the logs' order (default: the model's "
+                         "name in its log)")
+    im.add_argument("--overwrite", action="store_true", help="replace a run of other logs or another file")
+    im.add_argument("--no-analysis", action="store_true",
+                    help="only write the run (analyse it later with notebooks/custom/03_analyze.ipynb)")
+    im.add_argument("--kernel", help="Jupyter kernel name for the analysis (default: the notebooks' python3)")
+
+
+def _import(args) -> int:
+    """``import``: the logs written as a custom-study run, then (unless ``--no-analysis``) its analysis notebook, the
+    results' headline lines and the report, as ``run`` prints them."""
+    from .imports import import_logs
+    from .notebooks import run_notebook
+    from .studies import get, params_of_notebook
+
+    done = import_logs(args.tool, args.logs, args.run_dir, args.group_by, args.label or None, args.overwrite)
+    print("\n".join(done.lines()))
+    if args.no_analysis:
+        print(f"analyse it: python -m nbutils run {get('custom').notebooks['analyze']} -p run_dir {args.run_dir}")
+        return 0
+    notebook, params = get("custom").notebooks["analyze"], {"run_dir": str(args.run_dir)}
+    out = run_notebook(notebook, None, params, args.kernel, record=params_of_notebook(notebook))
+    print(f"executed → {out}")
+    _headline_after_analysis(notebook, None, params)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
     parser = argparse.ArgumentParser(prog="nbutils", description=__doc__,
@@ -172,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("--repository", help="owner/name on GitHub (default: nbutils.colab.REPOSITORY)")
     cl.add_argument("--branch", help="branch the badges open (default: nbutils.colab.BRANCH)")
     _add_item_commands(sub)
+    _add_import_command(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "import":
+            return _import(args)
         if args.command == "show":
             return _show(args)
         if args.command == "runs":

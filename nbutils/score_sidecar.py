@@ -136,6 +136,8 @@ class ScoreSidecar(Mapping):
     rescored_ids: list = _f("list", doc="the rows re-scored in float32")
     accuracy: float = _f("number")
     merged_from: list = _f("list", doc="the shard sidecars merged into this file")
+    imported_from: dict = _f("dict", doc="scores imported from another tool's log: the tool, its version, the log "
+                                         "file and its sha256, the task")
     created: str = _f("str")
     versions: dict = _f("dict")
     # the score file's content (``score_files.write_scores``)

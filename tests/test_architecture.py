@@ -3,7 +3,7 @@ circle anywhere in the package; no module longer than ``MAX_LINES``.
 
 Every import counts, at any depth of a file (a function's own ``from .x import y`` too), absolute or relative. From top
 to bottom: the command line; the scoring call for a notebook cell (``probe``); the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
-papermill runner; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
+papermill runner; other tools' log imports; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
 scorers, model loading, the scoring settings, the host's facts they are decided from, the maths); the base (paths,
 artifacts, stats, spec, runstore, …).
 
@@ -43,6 +43,7 @@ BANDS: dict[str, tuple[str, ...]] = {
     "cluster": ("nbutils.cluster",),
     "executors": ("nbutils.executors", "nbutils.scheduler"),
     "notebooks": ("nbutils.notebooks",),
+    "log imports": ("nbutils.imports", "nbutils.imports.*"),  # other tools' logs written as a custom-study run
     "run analysis": ("nbutils.analyses.*",),
     "run analyses": ("nbutils.analyses",),
     "study": ("nbutils.studies.*",),
@@ -63,7 +64,7 @@ BANDS: dict[str, tuple[str, ...]] = {
 # What each band may import besides its own band (a study or a run analysis: only its own folder). Every arrow points
 # down the table; no band imports "engine run" (the run loop is called by the score notebook, never imported).
 ARROWS: dict[str, set[str]] = {
-    "cli": {"sweep", "report", "samples", "notebooks", "registry", "base"},
+    "cli": {"sweep", "report", "samples", "notebooks", "log imports", "registry", "base"},
     "probe": {"notebooks", "engine scorers", "engine loading", "engine settings", "engine", "base"},
     "sweep": {"report", "cluster", "executors", "notebooks", "registry", "base"},
     "report": {"registry", "base"},
@@ -71,6 +72,7 @@ ARROWS: dict[str, set[str]] = {
     "cluster": {"executors", "notebooks", "base"},
     "executors": {"base"},
     "notebooks": {"base"},
+    "log imports": {"registry", "base"},
     "run analysis": {"shared study code", "registry", "base"},
     "run analyses": {"base"},
     "study": {"shared study code", "registry", "engine settings", "engine maths", "engine", "base"},

@@ -16,11 +16,11 @@ from ...results import plural
 from ...analysis_params import N_BOOT
 from ...runstore import load_scores
 from .. import get
-from ..common import claims
+from ..common import claims, model_comparison
 from ..common import quantifier_mixed_models as qmixed
 from ..common import quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
-from . import plots, stats
+from . import models as model_tests, plots, stats
 from .params import CustomParams
 
 MONOTONICITY_COLUMNS = ("concept", "family", "quantifier", "threshold", "monotonicity", "condition", "correct",
@@ -29,8 +29,22 @@ LATEX = ("accuracy", "contrasts", "clustered_model", "monotonicity_appendix_b", 
 
 
 def load(run_dir, include_limited: bool = False) -> pd.DataFrame:
-    """Scores of every complete model joined with ``items.parquet`` (one row per model × prompt)."""
-    return load_scores(run_dir, get("custom").spec, include_limited=include_limited)
+    """Scores of every complete model joined with ``items.parquet`` (one row per model × prompt); ``attrs["order"]``
+    the models in the order they are compared (the first is the reference): an import's logs in the order given,
+    else the order the models were scored in."""
+    scores = load_scores(run_dir, get("custom").spec, include_limited=include_limited)
+    given = [m for m in _imported(run_dir).get("models") or [] if m in set(scores["model"])]
+    rest = model_comparison.scored_order(run_dir, [m for m in scores["model"].unique() if m not in given],
+                                         scores.attrs.get("slugs"))
+    scores.attrs["order"] = given + rest
+    return scores
+
+
+def _imported(run_dir) -> dict:
+    """The parameters an import of other tools' logs recorded in the dataset's sidecar (empty for a loaded file)."""
+    side = paths.sidecar(paths.dataset_path(run_dir, get("custom").dataset_file))
+    params = (artifacts.read_json(side).get("parameters") or {}) if side.exists() else {}
+    return params if params.get("imported_from") else {}
 
 
 Analysis = analysis_run.Analysis
@@ -64,13 +78,16 @@ def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options)
     if len(sep):
         t["margin_separation"] = sep
     t["per_item"] = stats.per_item(scores)
+    compared = model_tests.compare(scores, scores.attrs.get("order"))
+    if len(compared):  # two models or more
+        t["model_comparison"] = compared
     for model, g in scores.groupby("model", sort=False):
         if g["choice"].nunique() == 1:
             a.notes.append(f"{model}: chooses {g['choice'].iloc[0]!r} for every prompt (pure response bias)")
     mono, mono_notes = monotonicity_tables(scores, n_boot=params.n_boot, seed=params.seed, use_r=params.use_r)
     t.update(mono)
     a.notes += mono_notes
-    a.summary = {"study": "custom", "records": stats.summary_records(t)}
+    a.summary = {"study": "custom", "records": model_tests.records(t.get("model_comparison", compared)) + stats.summary_records(t)}
     if "monotonicity_gap" in t:
         a.summary["records"] += artifacts.json_clean([
             stats.group_record(r.model, "monotonicity_gap", r.condition, r.gap, r.gap_ci_low, r.gap_ci_high, r.p_cmh,
@@ -84,8 +101,11 @@ def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options)
         a.summary, "How does the model answer this prompt file?",
         f"{plural(len(models), 'model')} ({', '.join(models)}); {plural(len(scores) // max(len(models), 1), 'prompt')} "
         f"in {plural(scores['group'].nunique() if len(scores) else 0, 'group')}; per group the accuracy is tested "
-        "against chance (exact binomial, two-sided, Wilson CI, Holm).",
-        lambda r: r.get("test") in ("accuracy_vs_chance", "monotonicity_gap"))
+        "against chance (exact binomial, two-sided, Wilson CI, Holm)"
+        + ("; each model is compared with the first on the items both answered (exact McNemar; in groups, Holm)."
+           if len(models) > 1 else "."),
+        lambda r: r.get("test") in ("accuracy_vs_chance", "monotonicity_gap")
+        or r.get("test") == "mcnemar_models")
     return a
 
 
@@ -145,6 +165,9 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
 def source_notes(run_dir) -> list[str]:
     """A line when the prompt file the run's dataset was loaded from has changed (or gone) since: the scores are of
     the copy in the run, not of the file as it is now."""
+    imported = _imported(run_dir)
+    if imported:
+        return imported_notes(imported)
     side = paths.sidecar(paths.dataset_path(run_dir, get("custom").dataset_file))
     params = artifacts.read_json(side).get("parameters") or {} if side.exists() else {}
     source, recorded = params.get("data_file"), params.get("data_file_sha256")
@@ -157,6 +180,19 @@ def source_notes(run_dir) -> list[str]:
         return [f"the prompt file {source} changed after it was loaded (its sha256 differs): these results are of the "
                 "copy loaded into the run; load it again (01_load, overwrite=True) and score again to use the new file"]
     return []
+
+
+def imported_notes(imported: dict) -> list[str]:
+    """What an import of other tools' logs recorded: the logs read and the items left out because not every log
+    holds them, named; the reader's notes."""
+    logs = imported.get("logs") or []
+    out = [f"imported from {len(logs)} {imported['imported_from']} log(s) of task {imported.get('task')!r}: "
+           + "; ".join(f"{g.get('label')} from {Path(str(g.get('file'))).name}" for g in logs)]
+    for label, ids in (imported.get("left_out") or {}).items():
+        if ids:
+            out.append(f"left out, not in every log: {len(ids)} item(s) of {label} ({', '.join(map(str, ids[:10]))}"
+                       + (" …" if len(ids) > 10 else "") + ")")
+    return out + list(imported.get("notes") or [])
 
 
 STEPS = analysis_run.Steps(

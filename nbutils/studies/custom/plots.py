@@ -1,10 +1,14 @@
 """Figures of a custom prompt set (seaborn/matplotlib), drawn from the tables in ``stats``."""
 from __future__ import annotations
 
+import json
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+
+MAX_HUES = 8  # gold answers coloured apart in the margin figure; beyond, colour by the gold option's position
 
 
 def _panels(n: int, width: float = 4.5, height: float = 3.4):
@@ -65,22 +69,34 @@ def choice_distribution(dist: pd.DataFrame) -> plt.Figure:
 
 
 def margin_by_answer(df: pd.DataFrame) -> plt.Figure:
-    """The decision margin of every prompt by group, coloured by its gold answer (two options: first − second)."""
+    """The decision margin of every prompt by group, coloured by its gold answer (two options: first − second); where
+    rows have options of their own (more than ``MAX_HUES`` gold answers), by the gold option's position instead."""
     models = list(df["model"].unique())
+    hue = "answer"
+    if df["answer"].nunique() > MAX_HUES:
+        position = [json.loads(s).index(a) + 1 for s, a in zip(df["scored"], df["answer"])]
+        df = df.assign(gold_position=[f"option {p}" for p in position])
+        hue = "gold_position"
     fig, axes = _panels(len(models))
     for ax, model in zip(axes, models):
-        d = df[df["model"] == model]
-        sns.boxplot(d, x="group", y="margin", hue="answer", ax=ax, fliersize=0, boxprops={"alpha": 0.35})
+        d = df[(df["model"] == model) & df["margin"].notna()]
+        if d.empty:  # an imported log without log-likelihoods (Inspect) records no margins
+            ax.text(0.5, 0.5, "no margins: the log records answers, not log-likelihoods", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9)
+            ax.set_title(model, fontsize=9)
+            ax.set_axis_off()
+            continue
+        sns.boxplot(d, x="group", y="margin", hue=hue, ax=ax, fliersize=0, boxprops={"alpha": 0.35})
         state = np.random.get_state()  # seaborn jitters the points with numpy's global generator: seeded here, so
         np.random.seed(0)  # the figure is the same on every run, and the caller's random state is left as it was
         try:
-            sns.stripplot(d, x="group", y="margin", hue="answer", ax=ax, dodge=True, size=3, legend=False)
+            sns.stripplot(d, x="group", y="margin", hue=hue, ax=ax, dodge=True, size=3, legend=False)
         finally:
             np.random.set_state(state)
         ax.axhline(0, color="grey", lw=1, ls="--")
         ax.set_title(model, fontsize=9)
         ax.set_ylabel("log-prob margin, first − second option")
         _readable_groups(ax)
-        ax.legend(fontsize=8, title="gold answer", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.legend(fontsize=8, title="gold answer" if hue == "answer" else "gold option", frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig

@@ -21,10 +21,16 @@ from ..common import claims
 ALL = "(all)"  # the pooled row beside the groups
 
 
+def _mean(g: pd.DataFrame, column: str) -> float:
+    """The mean of a column, NaN where the scores lack it (an imported log records no per-token normalisation)."""
+    return float(g[column].mean()) if column in g else np.nan
+
+
 def _positions(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Position (0-based) of each row's chosen and gold option in its own option list."""
+    """Position (0-based) of each row's chosen and gold option in its own option list (chosen: -1 where the model
+    chose none, as an imported Inspect log records when its scorer read no answer)."""
     scored = df["scored"].map(json.loads)
-    chosen = np.array([s.index(c) for s, c in zip(scored, df["choice"])])
+    chosen = np.array([s.index(c) if c in s else -1 for s, c in zip(scored, df["choice"])])
     gold = np.array([s.index(a) for s, a in zip(scored, df["answer"])])
     return chosen, gold
 
@@ -61,8 +67,7 @@ def accuracy_by_group(df: pd.DataFrame) -> pd.DataFrame:
         chance = float((1.0 / g["n_options"]).mean())
         rows.append({"model": model, "group": group, "n": n, "n_correct": k, "accuracy": k / n, "ci_low": lo,
                      "ci_high": hi, "chance": chance, "p_binom": sps.binomtest(k, n, chance).pvalue,
-                     "acc_norm_token": float(g["correct_norm_token"].mean()),
-                     "acc_norm_char": float(g["correct_norm_char"].mean())})
+                     "acc_norm_token": _mean(g, "correct_norm_token"), "acc_norm_char": _mean(g, "correct_norm_char")})
     out = pd.DataFrame(rows)
     out["p_holm"] = np.nan
     for model, m in out.groupby("model", sort=False):
@@ -96,23 +101,29 @@ def response_bias(dist: pd.DataFrame) -> pd.DataFrame:
     choice counts against the gold counts (approximate when an expected count is below 5)."""
     rows = []
     for (model, group), g in dist.groupby(["model", "group"], sort=False):
-        n = int(g["n"].iloc[0])
+        n, chose = int(g["n"].iloc[0]), int(g["n_chosen"].sum())  # fewer chose where a model chose no option
         top = g.loc[g["share_chosen"].idxmax()]
         row = {"model": model, "group": group, "n": n, "most_chosen": top["option"], "share_most_chosen": top["share_chosen"],
                "share_gold_of_most_chosen": top["share_gold"], "test": None, "statistic": np.nan, "p": np.nan, "note": ""}
-        if len(g) == 2:
+        if chose < n:
+            g = g.assign(n_chosen=g["n_chosen"], n_gold=g["n_gold"] * chose / n, share_gold=g["share_gold"])
+            row["note"] = f"{n - chose} of {n} chose no option (left out of the test)"
+        if chose == 0:
+            row["note"] = "no answer chose an option: no bias test"
+        elif len(g) == 2:
             first = g.iloc[0]
-            row.update(test="binomial", statistic=first["share_chosen"],
-                       p=sps.binomtest(int(first["n_chosen"]), n, float(first["share_gold"])).pvalue
+            row.update(test="binomial", statistic=first["n_chosen"] / chose,
+                       p=sps.binomtest(int(first["n_chosen"]), chose, float(first["share_gold"])).pvalue
                        if 0 < first["share_gold"] < 1 else np.nan,
-                       note=f"share choosing {first['option']!r} vs its share of gold answers")
+                       note="; ".join(filter(None, [f"share choosing {first['option']!r} vs its share of gold answers",
+                                                    row["note"]])))
             if not 0 < first["share_gold"] < 1:
                 row["note"] = "every gold answer is the same option: no bias test"
         elif (g["n_gold"] > 0).all():
             res = sps.chisquare(g["n_chosen"].to_numpy(float), g["n_gold"].to_numpy(float))
             row.update(test="chi2_gof", statistic=float(res.statistic), p=float(res.pvalue),
-                       note="choice counts vs gold counts" + ("; expected counts < 5: p approximate"
-                                                             if (g["n_gold"] < 5).any() else ""))
+                       note="; ".join(filter(None, ["choice counts vs gold counts" + (
+                           "; expected counts < 5: p approximate" if (g["n_gold"] < 5).any() else ""), row["note"]])))
         else:
             row["note"] = "an option is never the gold answer: no goodness-of-fit test"
         rows.append(row)
@@ -152,7 +163,6 @@ def pairwise_contrasts(df: pd.DataFrame) -> pd.DataFrame:
     """Accuracy of every pair of groups within a model: difference (first − second) with a 95% CI and p, Holm over
     the pairs of a model. Groups holding the same items: exact McNemar test on the discordant items and a t interval
     of the paired differences. Otherwise: Fisher's exact test and Newcombe's interval for independent proportions."""
-    from statsmodels.stats.contingency_tables import mcnemar
     from statsmodels.stats.proportion import confint_proportions_2indep
 
     rows = []
@@ -166,16 +176,9 @@ def pairwise_contrasts(df: pd.DataFrame) -> pd.DataFrame:
             if set(ga["item_id"]) == set(gb["item_id"]):
                 pair = ga.set_index("item_id")["correct"].astype(bool).to_frame("a").join(
                     gb.set_index("item_id")["correct"].astype(bool).rename("b"))
-                x, y = pair["a"], pair["b"]
-                table = [[int((x & y).sum()), int((x & ~y).sum())], [int((~x & y).sum()), int((~x & ~y).sum())]]
-                p = float(mcnemar(table, exact=True).pvalue)
-                diffs = x.astype(float) - y.astype(float)
-                if diffs.nunique() > 1:
-                    lo, hi = sps.ttest_1samp(diffs, 0.0).confidence_interval(0.95)
-                else:
-                    lo = hi = float(diffs.iloc[0])
-                row.update(test="mcnemar_exact", paired=True, n_discordant=table[0][1] + table[1][0], ci_low=float(lo),
-                           ci_high=float(hi), p=p)
+                r = paired_accuracy(pair["a"], pair["b"])
+                row.update(test="mcnemar_exact", paired=True, n_discordant=r["only_first"] + r["only_second"],
+                           ci_low=r["ci_low"], ci_high=r["ci_high"], p=r["p"])
             else:
                 ka, kb = int(ga["correct"].sum()), int(gb["correct"].sum())
                 p = float(sps.fisher_exact([[ka, len(ga) - ka], [kb, len(gb) - kb]]).pvalue)
@@ -186,6 +189,24 @@ def pairwise_contrasts(df: pd.DataFrame) -> pd.DataFrame:
     if len(out):
         out["p_holm"] = out.groupby("model")["p"].transform(lambda s: holm(s.to_numpy()))
     return out
+
+
+def paired_accuracy(x: pd.Series, y: pd.Series) -> dict:
+    """Two right-or-wrong answers to the same items (aligned boolean series): ``diff`` (x's accuracy minus y's), its
+    95% t interval of the paired differences, the exact McNemar p (statsmodels) on the 2×2 table, and the discordant
+    counts (``only_first``: right in x alone; ``only_second``: in y alone)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    x, y = x.astype(bool), y.astype(bool)
+    table = [[int((x & y).sum()), int((x & ~y).sum())], [int((~x & y).sum()), int((~x & ~y).sum())]]
+    diffs = x.astype(float) - y.astype(float)
+    if diffs.nunique() > 1:
+        lo, hi = sps.ttest_1samp(diffs, 0.0).confidence_interval(0.95)
+    else:
+        lo = hi = float(diffs.iloc[0])
+    return {"diff": float(diffs.mean()), "ci_low": float(lo), "ci_high": float(hi),
+            "p": float(mcnemar(table, exact=True).pvalue), "only_first": table[0][1], "only_second": table[1][0],
+            "both_right": table[0][0], "both_wrong": table[1][1]}
 
 
 def items_repeat(df: pd.DataFrame) -> bool:
