@@ -353,3 +353,23 @@ def test_twin_counts_pool_over_prompt_sets_and_each_set_keeps_its_reading(three_
     one = s["models"]["mirror"]["conditions"]["concept_learning"]["twins"]["labels"]
     assert pooled["twins"]["labels"]["n"] == 2 * one["n"] and pooled["twins"]["labels"]["follow"] == 2 * one["follow"]
     assert "2 of 2 agree" in stability.sentence(rows["mirror"])
+
+
+def test_the_pages_quote_the_controls_twin_reading_at_400_prompts():
+    """The README's control paragraph and the validation page say what the control's twins show at 400 prompts, from
+    its results file: the reading, its sentence, the label twins' net with its CI, the threshold's and the prior's."""
+    from prose import says, text
+
+    res = json.loads((ROOT / "benchmarks" / "results" / "control-twins-400.json").read_text())
+    m = res["models"]["SmolLM2-135M + upward control"]
+    tw = m["twins"]
+    lab, both, prior = tw["labels"], tw["threshold"]["both"], tw["prior"]
+    assert m["reading"] == "mirror" and m["n"] == 400 and lab["n"] == 400
+    readme = text("README.md")
+    says(readme, "on {} prompts, flipped labels do not move its answers (net +{} points, 95% CI [{}, {}]), a moved "
+         "threshold moves a few as the mirror would (+{} points, p = {}), and {} points of the gap ride on the prior",
+         m["n"], 100 * lab["estimate"], 100 * lab["ci_low"], 100 * lab["ci_high"], 100 * both["upward_reading"],
+         both["upward_reading_p"], 100 * prior["estimate"], where="README.md")
+    assert lab["ci_low"] < 0 < lab["ci_high"] < 0.05 and both["upward_reading_p"] < 0.05 and prior["p"] < 0.05
+    page = " ".join((ROOT / "docs" / "validation.md").read_text().split())
+    assert m["sentence"] in page
