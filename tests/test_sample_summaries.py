@@ -189,7 +189,7 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
     fb, fbs = 100 * hb["floor"]["accuracy"], 100 * hbs["floor"]["accuracy"]
     says(readme, "is not above the task floor: {}% correct under concept learning (95% CI [{}%, {}%]) and {}% with the "
          "concept stated", fb, 100 * hb["floor"]["ci_low"], 100 * hb["floor"]["ci_high"], fbs, where=where)
-    says(short, "is not above the task floor ({}% and {}% correct)", fb, fbs, where="README.md")
+    says(short, "is not above the task floor ({}%, {}% correct)", fb, fbs, where="README.md")
     cond = control["models"][planted]["conditions"]["concept_learning"]
     h, hs = _headline(control, planted, "concept_learning"), _headline(control, planted, "explicit")
     assert h["test"] == "gee_bias_reduced" and h["reading"] == "undetermined" and hs["reading"] == "below_floor"
