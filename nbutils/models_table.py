@@ -304,9 +304,9 @@ def _evidence_short(summary: dict, model, condition, alpha: float) -> str:
         lab, both = tw.get("labels") or {}, (tw.get("threshold") or {}).get("both") or {}
         bits = []
         if _finite(lab.get("estimate")):
-            bits.append(f"label twins {100 * lab['estimate']:+.0f} points, {fmt_p(lab.get('p'), alpha)}")
+            bits.append(f"label twins net {100 * lab['estimate']:+.0f} points, {fmt_p(lab.get('p'), alpha)}")
         if _finite(both.get("upward_reading")):
-            bits.append(f"threshold twins as \"more than\" {100 * both['upward_reading']:+.0f} points, "
+            bits.append(f"threshold twins as \"more than\" net {100 * both['upward_reading']:+.0f} points, "
                         f"{fmt_p(both.get('upward_reading_p'), alpha)}")
         return f" ({'; '.join(bits)})" if bits else ""
     if _finite(uses.get("p")):

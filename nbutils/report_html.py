@@ -254,6 +254,7 @@ table.part { margin-bottom: 2px; }
 th, td { border: 1px solid #d0d7de; padding: 2px 6px !important; text-align: right; vertical-align: top; }
 th { white-space: normal !important; overflow-wrap: normal; }
 td { overflow-wrap: anywhere; }
+td.reading, td.examples, td.floor { overflow-wrap: normal; min-width: 7em; }
 td[class*="col"] { max-width: 36em; }
 thead th { background: #f6f8fa; }
 tbody tr:nth-child(even) { background: #fafbfc; }
