@@ -49,7 +49,7 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     from .report import headline, write_report
     from .results_table import opening, run_table_lines
 
-    analyses = {s.notebooks["analyze"]: s.name for s in studies.REGISTRY.values()}
+    analyses = {s.notebooks["analyze"]: s.name for s in (*studies.REGISTRY.values(), *studies.ACROSS_RUNS.values())}
     nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")
     ran = next((name for path, name in analyses.items() if nb.endswith(path)), None)
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
@@ -63,6 +63,17 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
         if ran:
             raise
         print(f"report: not written ({err})", file=sys.stderr)
+
+
+def _run_folder(notebook: str, params: dict) -> None:
+    """A study read across runs (the validation) given the folder of the runs it reads and no run folder: its run
+    folder is that folder, or a shipped sample's copy (``paths.reading_folder``), so its executed notebook, results and
+    report land together."""
+    from . import paths, studies
+
+    study = studies.across_runs_of_notebook(notebook)
+    if study is not None and params.get(study.reads) and not params.get("run_dir"):
+        params["run_dir"] = paths.reading_folder(params[study.reads])
 
 
 def _add_item_commands(sub) -> None:
@@ -194,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
             params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
             params.update(_cli_params(args.notebook, args.params))
+            _run_folder(args.notebook, params)
             out = run_notebook(args.notebook, args.output, params, args.kernel,
                                record=params_of_notebook(args.notebook))
             print(f"executed → {out}")

@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from markupsafe import Markup
 
+from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from .headline import table_rows
 from .records import Summary, SummaryVersionError
 from .report_html import _output_html, cell_html, headline_table, items_html, page
@@ -35,14 +35,14 @@ KEEP = 500  # beyond that: this many most confident errors and this many closest
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
 
 
-class ReportError(ValueError):
-    """The run cannot be reported as asked: the message says why and what to run."""
+class ReportError(ValueError):  # the run cannot be reported as asked: the message says why and what to run
+    pass
 
 
 def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] | None = None) -> Path:
     """Write ``{run}/report.html`` from the run's executed analysis and return its path.
 
-    ``study``: the registered study whose analysis to report; None takes the one whose dataset the run holds.
+    ``study``: the registered study whose analysis to report; None takes the one whose dataset (or record) it holds.
     A ``ReportError`` (a ValueError) names what is wrong (no run, another study's run, no executed analysis, an
     analysis that stopped with an error or before its end, results files missing) and the command that fixes it.
     ``warn`` is called with each warning the page shows in red at its top (score files changed since the analysis).
@@ -51,6 +51,9 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     if not run.is_dir():
         raise ReportError(f"run_dir: {run} is not a folder holding a run")
     with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
+        if (across := studies.across_runs_for(run)) is not None and study in (None, across.name):
+            from .report_validation import write  # a study read across runs: its own page
+            return write(run, across, warn)
         return _write_report(run, study, warn)
 
 
@@ -103,9 +106,8 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
 
 
 def nbformat_markdown(text: str):
-    import nbformat
-
-    return nbformat.v4.new_markdown_cell(text)
+    from nbformat.v4 import new_markdown_cell
+    return new_markdown_cell(text)
 
 
 def _title_parts(cell) -> tuple[str, str]:
@@ -223,10 +225,8 @@ def _items_section(run: Path, study: str, summary: dict):
 
 def _where(run: Path) -> str:
     """The run as a command names it on the page: relative to the project (``outputs/demo``), never a machine's path."""
-    try:
-        return run.resolve().relative_to(paths.root().resolve()).as_posix()
-    except ValueError:
-        return "RUN_DIR"
+    here, top = run.resolve(), paths.root().resolve()
+    return here.relative_to(top).as_posix() if here.is_relative_to(top) else "RUN_DIR"
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole
@@ -294,10 +294,9 @@ def _read(executed: Path, notebook: str, run: Path):
             if out.get("output_type") == "error":
                 raise ReportError(f"report: the analysis in {executed} stopped with an error "
                                   f"({out.get('ename')}: {out.get('evalue')}); fix it and run {again} again")
-    unfinished = [c for c in nb.cells if c.cell_type == "code"
-                  and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
-    if pm.get("interactive"):  # written by its own last cell (``live``): every cell before it ran
-        unfinished = []
+    unfinished = [] if pm.get("interactive") else [  # written by its own last cell (``live``): every cell before ran
+        c for c in nb.cells if c.cell_type == "code"
+        and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
     if not pm.get("end_time") or unfinished or pm.get("exception"):
         raise ReportError(f"report: the analysis in {executed} did not finish (it started {pm.get('start_time')}; "
                           f"{len(unfinished)} cell(s) never completed: the kernel was killed or is still running); "
