@@ -41,15 +41,23 @@ def run_dirs(folder) -> list[Path]:
 def shorten(text: str) -> str:
     """A sentence of the results in words cut to its claim: its asides in parentheses that hold a CI, a p, a colon or
     a semicolon, or more than five words, dropped; the rest after its first semicolon dropped."""
-    aside = re.compile(r"\s*\(([^()]*)\)")
-    while True:
-        cut = aside.sub(lambda m: "" if re.search(r"CI|[:;]|\bp [=<>]", m[1]) or len(m[1].split()) > 5 else f" \x00{m[1]}\x01",
-                        text)
-        if cut == text:
-            break
-        text = cut
-    text = text.replace("\x00", "(").replace("\x01", ")")
-    return " ".join(text.split(";", 1)[0].split()).strip().rstrip(".")
+    out, depth, group = [], 0, []
+    for ch in text:  # each outermost aside judged whole, its own asides in it
+        if ch == "(":
+            depth += 1
+        if depth:
+            group.append(ch)
+        else:
+            out.append(ch)
+        if ch == ")" and depth:
+            depth -= 1
+            inner = "".join(group)[1:-1]
+            if not depth:
+                keep = not re.search(r"CI|[:;]|\bp [=<>]", inner) and len(inner.split()) <= 5
+                out.append(f"({inner})" if keep else "")
+                group = []
+    text = re.sub(r"\s+([,.;:])(?=\s|$)", r"\1", " ".join("".join(out + group).split()))  # no space left before a comma
+    return text.split(";", 1)[0].strip().rstrip(".")
 
 
 def _line(r: Record, entry: dict) -> str:
@@ -67,7 +75,7 @@ def _line(r: Record, entry: dict) -> str:
     except ValueError:
         p = f"p = {r.p!r} (not a probability)"
     if p in claim:
-        return head
+        return head if short_method(r) in head else f"{head} ({short_method(r)})"
     numbers = re.sub(r",? 95% CI \[[^\]]*\]", "", phrase(r))
     return f"{head} ({numbers}, {short_method(r)})"
 
