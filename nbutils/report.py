@@ -42,7 +42,7 @@ class ReportError(ValueError):  # the run cannot be reported as asked: the messa
 def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] | None = None) -> Path:
     """Write ``{run}/report.html`` from the run's executed analysis and return its path.
 
-    ``study``: the registered study whose analysis to report; None takes the one whose dataset (or record) it holds.
+    ``study``: the registered study whose analysis to report; None takes the one whose dataset the run holds.
     A ``ReportError`` (a ValueError) names what is wrong (no run, another study's run, no executed analysis, an
     analysis that stopped with an error or before its end, results files missing) and the command that fixes it.
     ``warn`` is called with each warning the page shows in red at its top (score files changed since the analysis).
@@ -51,9 +51,6 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     if not run.is_dir():
         raise ReportError(f"run_dir: {run} is not a folder holding a run")
     with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
-        if (across := studies.across_runs_for(run)) is not None and study in (None, across.name):
-            from .report_validation import write  # a study read across runs: its own page
-            return write(run, across, warn)
         return _write_report(run, study, warn)
 
 

@@ -13,12 +13,23 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from . import artifacts, freshness, paths
+from . import artifacts, freshness, paths, report, runlock, studies
 from .report import ReportError, _figure_one, _read, _sections, _title_parts, nbformat_markdown
 from .report_html import cell_html, page
 from .studies import AcrossRuns
 
 TABLE_HEADING = "## Each strength, prompt set by prompt set"  # the section of results.md on the first screen
+
+
+def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] | None = None) -> Path:
+    """``report.write_report`` for any run folder: a study read across runs (its record in the folder) gets its own
+    page (``write``), every other run its study's."""
+    run = paths.resolve(run_dir)
+    across = studies.across_runs_for(run) if run.is_dir() else None
+    if across is None or study not in (None, across.name):
+        return report.write_report(run_dir, study, warn)
+    with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
+        return write(run, across, warn)
 
 
 def write(run: Path, study: AcrossRuns, warn: Callable[[str], None] | None = None) -> Path:

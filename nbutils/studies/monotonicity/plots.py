@@ -26,7 +26,8 @@ def _chance(ax, y: float = 50, label: str = "chance (50%)") -> None:
 
 def _title(model: str, condition: str, extra: str = "") -> str:
     name = textwrap.shorten(str(model), 60, placeholder="…").replace("$", r"\$")
-    return f"{name}\n{condition.replace('_', ' ')}" + (f" · {extra}" if extra else "")
+    where = {"explicit": "concept stated"}.get(condition, str(condition).replace("_", " "))
+    return f"{name}\n{where}" + (f" · {extra}" if extra else "")
 
 
 def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
