@@ -68,10 +68,17 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
     was an empty text); returns the CSV."""
     import re
 
-    from nbutils.latex import _CI_PAIRS, _stacked, label
+    from nbutils.display import fmt_p_cell
+    from nbutils.latex import _CI_PAIRS, _COUNTS, _P, _stacked, escape, label
 
     stem = Path(stem)
     table = pd.read_csv(stem.with_suffix(".csv"))
+    if "valid" in table.columns and table["valid"].dtype == bool and not table["valid"].all():
+        table = pd.concat([table[table["valid"]], table[~table["valid"]]], ignore_index=True)  # valid rows first
+        gone = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool
+                and not _COUNTS.match(c)]
+        table.loc[~table["valid"], gone] = math.nan  # an invalid row's estimates are left out
+    p_cols = {c for c in table.columns if (c == "p" or _P.match(c)) and pd.api.types.is_numeric_dtype(table[c])}
     text = stem.with_suffix(".tex").read_text()
     only = re.search(r"^% in the CSV only: (.*)$", text, re.M)
     left_out = set(only.group(1).split(", ")) if only else set()
@@ -96,6 +103,9 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
                 if isinstance(value, float) and math.isnan(value):
                     # a CSV reads an empty text as NaN too
                     assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
+                    continue
+                if col in p_cols:  # as the report writes it
+                    assert cell == escape(fmt_p_cell(value)), f"{stem.name}.tex {col}: {cell} for {value}"
                     continue
                 shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else fmt(col) % value
                 if col in merged and all(math.isfinite(want[b]) for b in bounds[col]):
