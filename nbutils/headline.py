@@ -161,7 +161,7 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
         if estimate.startswith("p "):  # a test without an estimate: its p only
             estimate, p = "", estimate[2:]
         t = as_record(r)
-        name = test_name(t.test).split(",")[0]
+        name = _method(r).split(",")[0]  # the procedure in words (a test named by a prefix too), never its id
         if t.extra.get("fallback_for"):
             name += f" (standing in for the {test_name(t.extra['fallback_for']).split(',')[0]})"
         pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
@@ -177,8 +177,9 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
 
 
 def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
-                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
-    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
+                 alpha: float = ALPHA, caveats: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the study's own
+    findings beside them (``extra``: what the headline means, what else was found, its power), the notes of
     ``summary.json`` in words, and the caveats of the records that are not estimable."""
     recs = headline_records(summary, select)
     for r in recs:  # the records the paragraph reports are the run's headline (summary.json, the report's table)
@@ -187,5 +188,5 @@ def generic_text(summary: dict, title: str, design: str, select: Callable[[dict]
     lines = [sentence(r, alpha, view.records, reasons=False) for r in recs]
     if not lines:
         lines = ["No headline test could be computed on this run."]
-    lines += note_lines(summary, alpha)
+    lines += [*extra, *note_lines(summary, alpha)]
     return paragraph(title, design, lines, [*caveats, *fit_caveats(view.records, select)])

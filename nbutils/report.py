@@ -85,7 +85,7 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
     view = Summary(summary)
-    named = view.model_order or sorted({str(r.model) for r in view.typed_records if r.model})  # else: the files'
+    named = view.model_order or list(view.labels) or sorted({str(r.model) for r in view.typed_records if r.model})
     models = [str(m) for m in named] or sorted(Path(n).stem for n in view.score_files or {})
     words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
