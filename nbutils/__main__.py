@@ -137,6 +137,8 @@ def _show(args) -> int:
     head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
     what = (f"rows, both models' answers to the {chosen[df.attrs['id_column']].nunique()} items they answer "
             f"differently" if args.disagree else "items")
+    if args.closest:  # the N closest of how many
+        what += f" of smallest |margin|, the closest of {len(it.select(df, args.where, args.wrong))}"
     tail = (f"{len(shown)} of {len(chosen)} {what}" + (f" ({more} more: --limit N)" if more else "")
             + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
     return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))

@@ -122,6 +122,8 @@ def test_show_closest_where_and_limit(samples, monkeypatch):
     table = main_lines(["show", str(run), "--limit", "4"])
     assert table[0].startswith("margin: log-probability of the first option minus the second's (Yes − No)")
     assert table[-1].startswith("4 of 120 items") and table[-6].startswith("margin  gold")
+    closest = " ".join(main_lines(["show", str(run), "--closest", "3"]))
+    assert "3 of 3 items of smallest |margin|, the closest of 120" in closest, "how many they are the closest of"
 
 
 @pytest.mark.parametrize("study", list(DESIGN))
