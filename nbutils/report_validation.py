@@ -27,6 +27,13 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     run = paths.resolve(run_dir)
     across = studies.across_runs_for(run) if run.is_dir() else None
     if across is None or study not in (None, across.name):
+        read = [s for s in studies.ACROSS_RUNS.values() if study in (None, s.name) and run.is_dir()
+                and not any(paths.dataset_path(run, x.dataset_file).exists() for x in studies.REGISTRY.values())
+                and any(p.is_dir() for p in run.glob(s.runs))]
+        if read:  # the runs such a study reads, not its run folder
+            raise ReportError(f"report: {run} holds the runs the {read[0].name} study reads, not its results; write "
+                              f"them and its report with `python -m nbutils run {read[0].notebook} -p {read[0].reads} "
+                              f"{_shown(run)}` (its run folder: {paths.reading_folder(_shown(run))})")
         return report.write_report(run_dir, study, warn)
     with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
         return write(run, across, warn)

@@ -205,8 +205,11 @@ def validation_heading() -> str:
     return TABLE_HEADING
 
 
-def test_a_sample_is_read_into_its_copys_folder_and_no_other_studys_folder_is_written(tmp_path):
-    from nbutils.__main__ import _run_folder
+def test_a_sample_is_read_into_its_copys_folder_and_no_other_studys_folder_is_written(tmp_path, capsys):
+    from nbutils.__main__ import _run_folder, main
+
+    assert main(["report", "outputs/samples/validation"]) == 2
+    assert "holds the runs the validation study reads" in capsys.readouterr().err
 
     params = {"root": "outputs/samples/validation"}
     _run_folder("notebooks/validation/power.ipynb", params)

@@ -36,6 +36,7 @@ class AcrossRuns:
     notebook: str
     record: str  # the file that marks its run folder
     reads: str  # the notebook's parameter naming the folder of the runs it reads
+    runs: str  # the pattern of the folders of the runs it reads (``seed-*``)
 
     @property
     def notebooks(self) -> dict:
@@ -45,7 +46,7 @@ class AcrossRuns:
 ACROSS_RUNS = {"validation": AcrossRuns(
     "validation", "how small a planted bias the headline finds, and whether a decoy stays null (the positive control "
                   "at several strengths, read across prompt sets)", "notebooks/validation/power.ipynb",
-    "validation.json", "root")}
+    "validation.json", "root", "seed-*")}
 
 
 def across_runs_for(run_dir) -> AcrossRuns | None:
