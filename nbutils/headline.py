@@ -87,14 +87,17 @@ _SHORT_REASONS = (  # a fit problem's reason (``nbutils.stats.fit_problems``) in
     (re.compile(r"random effect's SD is [\d.]+ on the logit scale, implausibly large"), "a random effect's SD explodes"),
     (re.compile(r"at its boundary of 0"), "a random effect's SD is 0 (a singular fit)"),
     (re.compile(r"singular Hessian"), "a singular fit"),
-    (re.compile(r"answered alike|no variation"), "the answers do not vary where the test looks"),
+    (re.compile(r"answered alike|no variation"), "no variation to compare: the answers are alike where the test looks"),
 )
+NO_VARIATION = _SHORT_REASONS[-1][1]  # a cause, not a failure of the test: whatever else the fit shows follows from it
 
 
 def short_reason(why: str) -> str:
     """Why a test is not estimable in a few words: the kinds of problem its reason names (separation, a CI too wide
     to locate the effect…), or its first clause; the numbers stay in the tables and summary.json."""
     kinds = [words for pattern, words in _SHORT_REASONS if pattern.search(why)]
+    if NO_VARIATION in kinds:  # said alone, as the sentence and the table say it
+        return NO_VARIATION
     if kinds:
         return "; ".join(dict.fromkeys(kinds))
     first = re.split(r"[:;,(]", why, maxsplit=1)[0].strip()
@@ -156,7 +159,9 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     rows = []
     for r in headline_records(summary):
         e = by_key.get(_key(r), {})
-        numbers = phrase(r, alpha) if e.get("valid") else "not estimable (see the caveats)"
+        why = "" if e.get("valid") else short_reason(_unreadable(r, claim_of(r), alpha) or str(r.get("note") or ""))
+        numbers = phrase(r, alpha) if e.get("valid") else "no variation to compare" if why == NO_VARIATION \
+            else "not estimable (see the caveats)"
         estimate, _, p = numbers.partition(", p ")
         if estimate.startswith("p "):  # a test without an estimate: its p only
             estimate, p = "", estimate[2:]
