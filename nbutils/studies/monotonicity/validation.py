@@ -340,7 +340,7 @@ def seed_cell(r) -> str:
 def readings_table(rows: pd.DataFrame) -> str:
     """Each strength's reading in each prompt set, as Markdown: one row per arm and strength, one column per seed."""
     seeds = sorted(int(s) for s in rows["seed"].unique())
-    head = ["adapter", "strength", "found (upward, α = .05)"] + [f"prompt set {s}" for s in seeds]
+    head = ["adapter", "strength", "found (upward, α = .05)"] + [f"prompt set {s}: reading, headline p" for s in seeds]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     order = {a: i for i, a in enumerate(ARMS)}
     for (arm, dose), g in sorted(rows.groupby(["arm", "dose"]), key=lambda x: (order[x[0][0]], x[0][1])):
