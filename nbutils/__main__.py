@@ -47,10 +47,11 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     """After a study's analysis (or a run analysis such as the cue profile) ran into its run directory: the run's report
     written as a sweep writes it, then the results' headline lines and where the report is."""
     from . import paths, studies
-    from .report import headline, write_report
+    from .report import headline
+    from .report_validation import write_report
     from .results_table import opening, run_table_lines
 
-    analyses = {s.notebooks["analyze"]: s.name for s in studies.REGISTRY.values()}
+    analyses = {s.notebooks["analyze"]: s.name for s in (*studies.REGISTRY.values(), *studies.ACROSS_RUNS.values())}
     nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")
     ran = next((name for path, name in analyses.items() if nb.endswith(path)), None)
     if output or not run_dir or not (ran or any(nb.endswith(p) for p in studies.RUN_ANALYSES.values())):
@@ -64,6 +65,17 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
         if ran:
             raise
         print(f"report: not written ({err})", file=sys.stderr)
+
+
+def _run_folder(notebook: str, params: dict) -> None:
+    """A study read across runs (the validation) given the folder of the runs it reads and no run folder: its run
+    folder is that folder, or a shipped sample's copy (``paths.reading_folder``), so its executed notebook, results and
+    report land together."""
+    from . import paths, studies
+
+    study = studies.across_runs_of_notebook(notebook)
+    if study is not None and params.get(study.reads) and not params.get("run_dir"):
+        params["run_dir"] = paths.reading_folder(params[study.reads])
 
 
 def _add_item_commands(sub) -> None:
@@ -126,6 +138,8 @@ def _show(args) -> int:
     head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
     what = (f"rows, both models' answers to the {chosen[df.attrs['id_column']].nunique()} items they answer "
             f"differently" if args.disagree else "items")
+    if args.closest:  # the N closest of how many
+        what += f" of smallest |margin|, the closest of {len(it.select(df, args.where, args.wrong))}"
     tail = (f"{len(shown)} of {len(chosen)} {what}" + (f" ({more} more: --limit N)" if more else "")
             + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
     return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))
@@ -237,13 +251,14 @@ def main(argv: list[str] | None = None) -> int:
 
             params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
             params.update(_cli_params(args.notebook, args.params))
+            _run_folder(args.notebook, params)
             out = run_notebook(args.notebook, args.output, params, args.kernel,
                                record=params_of_notebook(args.notebook))
             print(f"executed → {out}")
             _headline_after_analysis(args.notebook, args.output, params)
             return 0
         if args.command == "report":
-            from .report import write_report
+            from .report_validation import write_report
 
             print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
             return 0

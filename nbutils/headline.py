@@ -87,14 +87,17 @@ _SHORT_REASONS = (  # a fit problem's reason (``nbutils.stats.fit_problems``) in
     (re.compile(r"random effect's SD is [\d.]+ on the logit scale, implausibly large"), "a random effect's SD explodes"),
     (re.compile(r"at its boundary of 0"), "a random effect's SD is 0 (a singular fit)"),
     (re.compile(r"singular Hessian"), "a singular fit"),
-    (re.compile(r"answered alike|no variation"), "the answers do not vary where the test looks"),
+    (re.compile(r"answered alike|no variation"), "no variation to compare: the answers are alike where the test looks"),
 )
+NO_VARIATION = _SHORT_REASONS[-1][1]  # a cause, not a failure of the test: whatever else the fit shows follows from it
 
 
 def short_reason(why: str) -> str:
     """Why a test is not estimable in a few words: the kinds of problem its reason names (separation, a CI too wide
     to locate the effect…), or its first clause; the numbers stay in the tables and summary.json."""
     kinds = [words for pattern, words in _SHORT_REASONS if pattern.search(why)]
+    if NO_VARIATION in kinds:  # said alone, as the sentence and the table say it
+        return NO_VARIATION
     if kinds:
         return "; ".join(dict.fromkeys(kinds))
     first = re.split(r"[:;,(]", why, maxsplit=1)[0].strip()
@@ -157,12 +160,14 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     rows = []
     for r in headline_records(summary):
         e = by_key.get(_key(r), {})
-        numbers = phrase(r, alpha) if e.get("valid") else "not estimable (see the caveats)"
+        why = "" if e.get("valid") else short_reason(_unreadable(r, claim_of(r), alpha) or str(r.get("note") or ""))
+        numbers = phrase(r, alpha) if e.get("valid") else "no variation to compare" if why == NO_VARIATION \
+            else "not estimable (see the caveats)"
         estimate, _, p = numbers.partition(", p ")
         if estimate.startswith("p "):  # a test without an estimate: its p only
             estimate, p = "", estimate[2:]
         t = as_record(r)
-        name = test_name(t.test).split(",")[0]
+        name = _method(r).split(",")[0]  # the procedure in words (a test named by a prefix too), never its id
         if t.extra.get("fallback_for"):
             name += f" (standing in for the {test_name(t.extra['fallback_for']).split(',')[0]})"
         pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")
@@ -178,8 +183,9 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
 
 
 def generic_text(summary: dict, title: str, design: str, select: Callable[[dict], bool], *,
-                 alpha: float = ALPHA, caveats: Iterable[str] = ()) -> str:
-    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the notes of
+                 alpha: float = ALPHA, caveats: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    """A study's paragraph from its headline records (one sentence each, from the sentence engine), the study's own
+    findings beside them (``extra``: what the headline means, what else was found, its power), the notes of
     ``summary.json`` in words, and the caveats of the records that are not estimable."""
     recs = headline_records(summary, select)
     for r in recs:  # the records the paragraph reports are the run's headline (summary.json, the report's table)
@@ -188,5 +194,5 @@ def generic_text(summary: dict, title: str, design: str, select: Callable[[dict]
     lines = [sentence(r, alpha, view.records, reasons=False) for r in recs]
     if not lines:
         lines = ["No headline test could be computed on this run."]
-    lines += note_lines(summary, alpha)
+    lines += [*extra, *note_lines(summary, alpha)]
     return paragraph(title, design, lines, [*caveats, *fit_caveats(view.records, select)])

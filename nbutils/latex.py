@@ -2,7 +2,8 @@
 packages every TeX installation has (booktabs, longtable, array; Debian's ``texlive-latex-base`` and
 ``texlive-latex-recommended``).
 
-Every text is escaped (``_``, ``%``, ``&``, ``#``, ``$``, braces, backslash, ``~``, ``^``; the symbols the tables use,
+Valid rows come first: a row whose ``valid`` is False follows them with its estimates left out, and the caption says
+so; p-values read as the report writes them (``< .001``, ``.032``); a test is named in words. Every text is escaped (``_``, ``%``, ``&``, ``#``, ``$``, braces, backslash, ``~``, ``^``; the symbols the tables use,
 such as − × α ′ ≥, as their LaTeX); columns get human labels (``p_holm`` → ``p (holm)``); a table of more than
 ``MAX_COLUMNS`` columns is split into parts that each repeat its naming columns, so that each fits the width of a page;
 a long one (more than ``LONG_ROWS`` rows) is a ``longtable`` that breaks across pages. The widest text (a note) wraps
@@ -37,6 +38,8 @@ LABELS = {"n": "$n$", "k": "$k$", "p": "$p$", "se": "SE", "ci_low": "95\\% CI lo
           "yes_rate": "Yes rate", "tpr": "Hit rate", "tnr": "CR rate", "n_thresholds": "Thresholds", "ppl": "PPL",
           "log_ppl": "log PPL", "dif": "DIF"}
 _P = re.compile(r"^p_(?P<what>.+)$|^(?P<what2>.+)_p$")
+P_FORMAT = "p"  # a column's format that writes p-values as the report does
+_COUNTS = re.compile(r"^(n|k|df|n_.*|.*_count)$")  # numbers an invalid row keeps (the estimates go)
 _CI = re.compile(r"^(?P<base>.+)_ci_(?P<side>low|high)$")
 
 
@@ -77,6 +80,10 @@ def label(column) -> str:
 def _cell(x, float_format: str) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA or x is pd.NaT:
         return "--"
+    if float_format == P_FORMAT and isinstance(x, (int, float)) and not isinstance(x, bool):
+        from .display import fmt_p_cell
+
+        return escape(fmt_p_cell(x) or "--")  # as the report writes it: < .001, .032, > .999
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, int):
@@ -110,7 +117,17 @@ def table(df: pd.DataFrame, float_format: str = "%.3f", index: bool = False, cap
     if columns is not None:
         left = [c for c in df.columns if c not in columns]
         df = df[[c for c in columns if c in df.columns]]
+    if "test" in df.columns:  # a procedure by its name in words, not its id (the CSV keeps the id)
+        from .method_names import SHORT_METHODS
+
+        df["test"] = df["test"].map(lambda t: SHORT_METHODS.get(t, t) if isinstance(t, str) else t)
     formats = {**_formats(df, float_format, decimals), **(formats or {})}
+    formats.update({c: P_FORMAT for c in df.columns if (str(c) == "p" or _P.match(str(c))) and _numeric(df[c])})
+    df, invalid = _valid_first(df)
+    if invalid:
+        said = (f"{invalid} row{'s' * (invalid > 1)} marked Valid: no (last) could not be estimated on this design: "
+                "their estimates are left out (the CSV keeps them)")
+        caption = f"{caption}; {said}" if caption else said
     numbers: set = set()
     if ci:
         df, numbers = _ci_cells(df, formats)
@@ -133,6 +150,18 @@ def table(df: pd.DataFrame, float_format: str = "%.3f", index: bool = False, cap
         note = f"part {i + 1} of {n_parts}" if n_parts > 1 else ""
         out.append(_tabular(df[part], formats, "; ".join(x for x in (caption, note) if x) or None, numbers))
     return "\n\\medskip\n\n".join(out[1:]).join([out[0] + "\n", "\n"])
+
+
+def _valid_first(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """A table with a ``valid`` column: the valid rows first, the invalid ones after them with their estimates, CIs
+    and p blanked (counts kept); how many are invalid."""
+    if "valid" not in df.columns or not pd.api.types.is_bool_dtype(df["valid"]) or df["valid"].all():
+        return df, 0
+    bad = ~df["valid"].astype(bool)
+    out = pd.concat([df[~bad], df[bad]], ignore_index=True)
+    gone = [c for c in out.columns if _numeric(out[c]) and not _COUNTS.match(str(c))]
+    out.loc[len(out) - int(bad.sum()):, gone] = math.nan
+    return out, int(bad.sum())
 
 
 def _formats(df: pd.DataFrame, float_format: str, decimals: str | None) -> dict:

@@ -324,13 +324,13 @@ def forest(summary: dict, alpha: float = ALPHA):
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     names = models(summary)
     conds = conditions(summary)
     t = frame(summary, alpha).set_index("model")
     n = len(names)
-    height = 0.3 * n * max(1, len(conds)) + 1.7
+    height = max(0.34 * n * max(1, len(conds)), 1.2) + 1.9  # the panel at least 1.2 in tall, 0.55 in for the legend
     fig, ax = plt.subplots(figsize=(7.6, height))
     colors = ["#0969da", "#bc4c00", "#1a7f37", "#8250df"]
     offsets = np.linspace(-0.18, 0.18, len(conds)) if len(conds) > 1 else [0.0]
@@ -354,15 +354,18 @@ def forest(summary: dict, alpha: float = ALPHA):
     ax.set_xscale("log")
     ax.set_xlim(lo_lim, hi_lim)
     ax.set_yticks(range(n), [textwrap.fill(str(m), 30).replace("$", r"\$") for m in names])
+    nice = [m * 10.0 ** e for e in range(-4, 5) for m in (1, 2, 5)]
+    ax.set_xticks([v for v in nice if lo_lim <= v <= hi_lim] or [1])
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())  # plain numbers only, never 2×10⁰
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xlabel("odds ratio, upward vs downward correct (95% CI; log scale; 1 = no gap)")
     ax.set_title("Each model's gap: its headline test's odds ratio", fontsize=11)
     seen = {CONDITION_NAMES.get(c, c): Line2D([], [], marker="o", color=colors[j % 4], lw=1.8)
             for j, c in enumerate(conds)}
-    if seen:
-        ax.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.62 / (height - 1.1)), fontsize=8,
-                  frameon=False, ncol=len(seen), title="hollow marker: not above the task floor", title_fontsize=8)
+    if seen:  # below the axis label, in a band of its own
+        fig.legend(seen.values(), seen.keys(), loc="lower center", bbox_to_anchor=(0.5, 0.0), fontsize=8,
+                   frameon=False, ncol=len(seen), title="hollow marker: not above the task floor", title_fontsize=8)
     ax.grid(axis="x", color="#ddd", lw=0.6)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.55 / height if seen else 0, 1, 1))
     return fig

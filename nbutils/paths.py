@@ -327,6 +327,20 @@ def sample_copy(name: str) -> str:
     return f"outputs/{name}_sample"
 
 
+def in_samples(path) -> bool:
+    """Whether ``path`` lies in a sample run that ships with the suite (``SAMPLES``, read-only)."""
+    base, samples = resolve(path).resolve(), (root() / SAMPLES).resolve()
+    return base.is_relative_to(samples) and base != samples
+
+
+def reading_folder(source) -> str:
+    """The run folder of a study read across the runs in ``source`` (the validation): ``source`` itself, or, for a
+    shipped sample (read-only), the folder its copy is worked on in (``sample_copy``)."""
+    if in_samples(source):
+        return sample_copy(resolve(source).resolve().relative_to((root() / SAMPLES).resolve()).parts[0])
+    return str(source)
+
+
 def check_not_sample(run: Path) -> None:
     """A ValueError naming ``run_dir`` when ``run`` lies in a sample run that ships with the suite (``SAMPLES``):
     nothing is generated, scored, merged, analysed or reported into one, so it stays what ``scripts/make_sample.sh``

@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from markupsafe import Markup
 
+from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from .headline import table_rows
 from .records import Summary, SummaryVersionError
 from .report_html import _output_html, cell_html, headline_table, items_html, page
@@ -35,8 +35,8 @@ KEEP = 500  # beyond that: this many most confident errors and this many closest
 _BADGE = re.compile(r"^\[!\[Open In Colab\].*$\n?", re.MULTILINE)
 
 
-class ReportError(ValueError):
-    """The run cannot be reported as asked: the message says why and what to run."""
+class ReportError(ValueError):  # the run cannot be reported as asked: the message says why and what to run
+    pass
 
 
 def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] | None = None) -> Path:
@@ -85,7 +85,7 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
             nbformat_markdown("## How this analysis works\n\n" + method))]})
     view = Summary(summary)
-    named = view.model_order or sorted({str(r.model) for r in view.typed_records if r.model})  # else: the files'
+    named = view.model_order or list(view.labels) or sorted({str(r.model) for r in view.typed_records if r.model})
     models = [str(m) for m in named] or sorted(Path(n).stem for n in view.score_files or {})
     words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
@@ -103,9 +103,8 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
 
 
 def nbformat_markdown(text: str):
-    import nbformat
-
-    return nbformat.v4.new_markdown_cell(text)
+    from nbformat.v4 import new_markdown_cell
+    return new_markdown_cell(text)
 
 
 def _title_parts(cell) -> tuple[str, str]:
@@ -223,10 +222,8 @@ def _items_section(run: Path, study: str, summary: dict):
 
 def _where(run: Path) -> str:
     """The run as a command names it on the page: relative to the project (``outputs/demo``), never a machine's path."""
-    try:
-        return run.resolve().relative_to(paths.root().resolve()).as_posix()
-    except ValueError:
-        return "RUN_DIR"
+    here, top = run.resolve(), paths.root().resolve()
+    return here.relative_to(top).as_posix() if here.is_relative_to(top) else "RUN_DIR"
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole
@@ -294,10 +291,9 @@ def _read(executed: Path, notebook: str, run: Path):
             if out.get("output_type") == "error":
                 raise ReportError(f"report: the analysis in {executed} stopped with an error "
                                   f"({out.get('ename')}: {out.get('evalue')}); fix it and run {again} again")
-    unfinished = [c for c in nb.cells if c.cell_type == "code"
-                  and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
-    if pm.get("interactive"):  # written by its own last cell (``live``): every cell before it ran
-        unfinished = []
+    unfinished = [] if pm.get("interactive") else [  # written by its own last cell (``live``): every cell before ran
+        c for c in nb.cells if c.cell_type == "code"
+        and (c.metadata.get("papermill") or {}).get("status", "completed") != "completed"]
     if not pm.get("end_time") or unfinished or pm.get("exception"):
         raise ReportError(f"report: the analysis in {executed} did not finish (it started {pm.get('start_time')}; "
                           f"{len(unfinished)} cell(s) never completed: the kernel was killed or is still running); "

@@ -267,11 +267,11 @@ table.headline td, table.headline th { text-align: left; }
 table.headline td.acc_up, table.headline td.acc_down, table.headline td.gap, table.headline td.p { text-align: right;
                                                                                   white-space: nowrap; }
 table.headline tr.evidence td { font-weight: 600; }
-.finding-grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 430px); gap: 18px; align-items: start; }
+.finding-grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 540px); gap: 18px; align-items: start; }
 .finding-grid .words { font-size: 14px; }
 .finding-grid .words li { margin-bottom: 4px; }
 .finding figure { margin: 0; }
-.finding figure img { max-height: 440px; width: auto; margin: 0 auto; }
+.finding figure img { max-height: 700px; width: auto; margin: 0 auto; }
 figcaption { font-size: 0.85em; color: #555; }
 ul.findings { font-size: 15px; margin: 10px 0 6px; padding-left: 1.3em; }
 ul.findings li { margin-bottom: 3px; }

@@ -283,7 +283,7 @@ def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *
     v = verdict(record, alpha)
     if v == "invalid":
         numbers = phrase(record, alpha) if reasons else "not estimable (why: see the caveats)"
-        if "no variation to compare" in str(record.get("note") or ""):
+        if re.search(r"no variation to compare|answered alike", str(_unreadable(record, h, alpha) or "")):
             numbers = "no variation to compare"  # the truth, not a failure of the test
         out = f"{lead}{what} ({method}): {numbers}."
     else:

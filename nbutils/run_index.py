@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import unicodedata
 from pathlib import Path
 
 from . import artifacts, freshness, paths, studies
 from .records import Record, SummaryVersionError, as_record
-from .results import fmt_num, fmt_p, headline_records
+from .headline import entries
+from .results import fmt_p, headline_records, phrase, short_method
 from .runstore import load_scores, score_inventory
 
 
@@ -25,7 +27,7 @@ def run_dirs(folder) -> list[Path]:
     top = paths.resolve(folder)
     if not top.is_dir():
         raise ValueError(f"DIR: {escape(top)} is not a folder")
-    names = {s.dataset_file for s in studies.REGISTRY.values()}
+    names = {s.dataset_file for s in studies.REGISTRY.values()} | {s.record for s in studies.ACROSS_RUNS.values()}
     skip = {f(top).name for f in (paths.notebooks_dir, paths.scores_dir, paths.tables_dir, paths.figures_dir,
                                   paths.logs_dir)}  # a run's own folders
     found = []
@@ -36,18 +38,46 @@ def run_dirs(folder) -> list[Path]:
     return found
 
 
-def _one(r: Record) -> str:
-    """One headline record in a few words: whom it is about, its test, estimate (an odds ratio where it has one), p."""
-    who = " ".join(str(v) for v in (r.model, r.condition) if v) or " vs ".join(map(str, r.extra.get("models") or []))
+def shorten(text: str) -> str:
+    """A sentence of the results in words cut to its claim: its asides in parentheses that hold a CI, a p, a colon or
+    a semicolon, or more than five words, dropped; the rest after its first semicolon dropped."""
+    out, depth, group = [], 0, []
+    for ch in text:  # each outermost aside judged whole, its own asides in it
+        if ch == "(":
+            depth += 1
+        if depth:
+            group.append(ch)
+        else:
+            out.append(ch)
+        if ch == ")" and depth:
+            depth -= 1
+            inner = "".join(group)[1:-1]
+            if not depth:
+                keep = not re.search(r"CI|[:;]|\bp [=<>]", inner) and len(inner.split()) <= 5
+                out.append(f"({inner})" if keep else "")
+                group = []
+    text = re.sub(r"\s+([,.;:])(?=\s|$)", r"\1", " ".join("".join(out + group).split()))  # no space left before a comma
+    return text.split(";", 1)[0].strip().rstrip(".")
+
+
+def _line(r: Record, entry: dict) -> str:
+    """A model's headline in a line: what its headline sentence (its reading, where the study has readings) claims,
+    shortened, with the test's numbers (estimate, p, the test's short name) where the claim does not carry them."""
+    who = str(r.model or " vs ".join(map(str, r.extra.get("models") or [])))
+    said = str(entry.get("sentence") or "")
+    own = who and said.startswith(who)  # the sentence names its model first: its own words follow the name
+    claim = shorten(said[len(who):] if own else said)
+    head = (f"{who}{'' if claim[:1] in ',:' else ' '}{claim}" if own else f"{who}: {claim}" if who else claim)
     if not r.valid:
-        return f"{who}: {r.test} not estimable"
-    odds = r.extra.get("odds_ratio")
-    est = f"OR = {fmt_num(odds)}" if odds is not None else f"estimate {fmt_num(r.estimate)}"
+        return head if "not estimable" in claim else f"{head} ({short_method(r)}: not estimable)"
     try:
         p = fmt_p(r.p)
     except ValueError:
         p = f"p = {r.p!r} (not a probability)"
-    return f"{who}: {r.test} {est}, {p}"
+    if p in claim:
+        return head if short_method(r) in head else f"{head} ({short_method(r)})"
+    numbers = re.sub(r",? 95% CI \[[^\]]*\]", "", phrase(r))
+    return f"{head} ({numbers}, {short_method(r)})"
 
 
 def _found(r: Record) -> bool:
@@ -55,12 +85,14 @@ def _found(r: Record) -> bool:
 
 
 def _headlines(summary: dict, most: int = 4) -> list[str]:
-    """Each model's headline, one line each (its first record that found something, else its first estimable one),
-    the models that found something first; with more than ``most`` models the rest are counted. Comparisons of two
-    models are counted on the last line."""
+    """Each model's headline in a line (its first headline test, as the report's first screen reads it: the
+    reading of the gap where the study has readings), the models that found something first; with more than ``most``
+    models the rest are counted. Each model's other headline tests (other conditions and terms) and the comparisons of
+    two models are counted on the last lines."""
     recs = [as_record(r) for r in headline_records(summary)]
     if not recs:
         return ["no headline test"]
+    said = {(e.get("model"), e.get("condition"), e.get("term"), e.get("test")): e for e in entries(summary)}
     per: dict[str, list[Record]] = {}
     pairs = [r for r in recs if r.extra.get("models") and not r.model]
     for r in recs:
@@ -68,15 +100,21 @@ def _headlines(summary: dict, most: int = 4) -> list[str]:
             per.setdefault(str(r.model), []).append(r)
     if not per:  # a study whose headline names no model
         per[""] = [r for r in recs if r not in pairs] or pairs
-    firsts = [sorted(rs, key=lambda r: (not _found(r), not r.valid))[0] for rs in per.values()]
-    n_more = {id(f): len(rs) - 1 for f, rs in zip(firsts, per.values())}
+    firsts = [rs[0] for rs in per.values()]
+    others = sum(len(rs) - 1 for rs in per.values())
     firsts.sort(key=lambda r: not _found(r))  # stable: the order the records came in within each kind
-    out = [_one(r) + (f" (+{n_more[id(r)]} more)" if n_more[id(r)] else "") for r in firsts[:most]]
+    out = [_line(r, said.get((r.model, r.condition, r.term, r.test), {})) for r in firsts[:most]]
     rest = firsts[most:]
     if rest:
-        out.append(f"… {len(rest)} more model(s), {sum(map(_found, rest))} of them with a finding at p < .05")
+        out.append(f"… {len(rest)} more model{'s' * (len(rest) > 1)}, {sum(map(_found, rest))} of them with a "
+                   "finding at p < .05 (results.md)")
+    if others:
+        out.append(f"+ {others} more headline test{'s' * (others > 1)} of {'these models' if len(per) > 1 else 'it'} "
+                   f"(other conditions or terms), {sum(_found(r) for rs in per.values() for r in rs[1:])} at p < .05 "
+                   "(results.md)")
     if pairs:
-        out.append(f"+ {len(pairs)} comparison(s) of two models, {sum(map(_found, pairs))} at p < .05")
+        out.append(f"+ {len(pairs)} comparison{'s' * (len(pairs) > 1)} of two models, {sum(map(_found, pairs))} at "
+                   "p < .05 (results.md)")
     return out
 
 
@@ -126,6 +164,10 @@ def _scores_problem(run: Path, study: studies.Study, inv) -> str | None:
 def describe(run: Path) -> dict:
     """One run's line of the index, as a record. A run whose summary, dataset sidecar or score files fail the checks
     their readers apply is ``damaged``, with the reason, never listed as scored or as not analysed."""
+    across = studies.across_runs_for(run)
+    if across is not None and not any(paths.dataset_path(run, s.dataset_file).exists()
+                                      for s in studies.REGISTRY.values()):
+        return _describe_across(run, across)
     try:
         study = studies.for_run(run)
     except ValueError as err:
@@ -169,6 +211,37 @@ def describe(run: Path) -> dict:
     return out
 
 
+def _describe_across(run: Path, study: studies.AcrossRuns) -> dict:
+    """The line of a study read across runs (the validation): how many runs it read and where, when its notebook ran,
+    its findings (``results.md``'s, shortened) and whether its report is up to date (its record says which seeds'
+    analyses it read: one analysed again since makes it out of date)."""
+    out = {"run": str(run), "study": study.name, "items": None, "analysed": None, "report": "not analysed",
+           "damaged": [], "models": "", "headline": "-", "headlines": ["-"]}
+    try:
+        record, summary = artifacts.read_json(run / study.record), artifacts.read_json(paths.summary_path(run))
+    except (OSError, ValueError) as err:
+        return dict(out, damaged=[str(err)], report="damaged", headline=f"damaged: {err}")
+    source = (run / str(record.get("root") or ".")).resolve()
+    seeds = record.get("seeds") or []
+    out["items"] = f"{len(seeds)} run{'s' * (len(seeds) != 1)} read"
+    top = paths.root().resolve()
+    where = "it" if source == run.resolve() else source.relative_to(top).as_posix() if source.is_relative_to(top) \
+        else str(source)
+    out["models"] = f"the runs in {where}"
+    executed = paths.executed_notebook(run, study.notebook)
+    executed = executed if executed.is_file() else None
+    ended, problem = _ended(executed)
+    state = freshness.report_state(run, summary, executed, ended)
+    recorded = record.get("inputs") or {}
+    if any(not (source / n).is_file() or artifacts.sha256_file(source / n) != h for n, h in recorded.items()):
+        state = "runs it read analysed again since: run its notebook again"
+    text = paths.results_path(run).read_text(encoding="utf-8") if paths.results_path(run).is_file() else ""
+    found = [shorten(line[2:]) for line in text.partition("\n## ")[0].splitlines() if line.startswith("- ")]
+    return dict(out, analysed=(ended[:16].replace("T", " ") + " UTC") if ended else None, report=state,
+                headline=(found or ["-"])[0], headlines=found or ["no results.md"],
+                **({"damaged": [problem], "report": "damaged", "headline": f"damaged: {problem}"} if problem else {}))
+
+
 def index_lines(folder) -> list[str]:
     """The index as text: one block of two lines per run, the runs in path order."""
     top = paths.resolve(folder)
@@ -179,7 +252,7 @@ def index_lines(folder) -> list[str]:
     for run in runs:
         d = describe(run)
         name = os.path.relpath(run, top) if run != top else run.name
-        items = f"{d['items']:,} items" if type(d["items"]) is int else "?"
+        items = f"{d['items']:,} items" if type(d["items"]) is int else d["items"] or "?"
         out.append(escape(f"{name}  [{d['study']}]  {items} · {d['models']} · analysed {d['analysed'] or '-'} · "
                           f"report {d['report']}"))
         out += ["    " + escape(line) for line in ([d["headline"]] if d["damaged"] else d["headlines"])]

@@ -9,8 +9,9 @@ false-positive rate across seeds (``notebooks/validation/power.ipynb``; ``docs/v
 For each seed of the parameter file it writes the dataset file with that seed (``<run_root>/datasets/``) and runs the
 sweep (generate, score every model file of ``ladder`` and ``decoy``, analyse) into ``<run_root>/seed-<N>/``; a seed's
 models already scored with the same settings are skipped, as a sweep skips them. ``workers`` seeds run at once, each
-score notebook on one CPU thread. Then the power notebook reads every seed's analysis and writes
-``figures/power_curve.png``, ``tables/power.csv`` and ``summary.json`` in the run root; the wall times (per seed and in
+score notebook on one CPU thread. Then the power notebook reads every seed's analysis into the run root, the study's
+run folder (``figures/power_curve.png``, ``tables/power.csv``, ``summary.json``, ``results.md``, ``validation.json``,
+the executed notebook under ``notebooks/``), and its report is written (``report.html``); the wall times (per seed and in
 all, added up over the runs of one root: a run that adds a model scores only it) and the host go into ``timing.json``
 there and, with ``--results``, a copy of the summary with them.
 
@@ -194,8 +195,10 @@ def main(argv=None) -> int:
         return 1
     ladder = adapter_of(cfg["ladder"][-1])
     decoy = adapter_of(cfg["decoy"]) if cfg.get("decoy") else "none"
-    run_notebook(NOTEBOOK, str(root / "power.ipynb"),
-                 {"root": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy})
+    from nbutils.report_validation import write_report
+
+    run_notebook(NOTEBOOK, None, {"run_dir": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy})
+    print(f"validation: report → {write_report(root)}")
     this = {"seeds": seeds, "sweeps_seconds": round(scoring, 1), "total_seconds": round(time.time() - t0, 1),
             "workers": cfg["workers"], "models": [Path(m).name for m in models]}
     before = artifacts.read_json(root / "timing.json") if (root / "timing.json").is_file() else None

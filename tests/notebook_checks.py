@@ -65,13 +65,21 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
     and its 95% CI bounds may share one cell, ``x [low, high]``; the columns its comment names as "in the CSV only"
     left out) and rows, and every number of the CSV as ``float_format`` (or ``formats[column]``) prints it (the run's
     own format: ``%.3f`` unless a study writes its tables otherwise; NaN as ``--``, or empty where the CSV's empty cell
-    was an empty text); returns the CSV."""
+    was an empty text; p-values as the report writes them; the valid rows first, an invalid row's estimates left out);
+    returns the CSV as it is."""
     import re
 
-    from nbutils.latex import _CI_PAIRS, _stacked, label
+    from nbutils.display import fmt_p_cell
+    from nbutils.latex import _CI_PAIRS, _COUNTS, _P, _stacked, escape, label
 
     stem = Path(stem)
-    table = pd.read_csv(stem.with_suffix(".csv"))
+    csv = table = pd.read_csv(stem.with_suffix(".csv"))
+    if "valid" in table.columns and table["valid"].dtype == bool and not table["valid"].all():
+        table = pd.concat([table[table["valid"]], table[~table["valid"]]], ignore_index=True)  # valid rows first
+        gone = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c]) and table[c].dtype != bool
+                and not _COUNTS.match(c)]
+        table.loc[~table["valid"], gone] = math.nan  # an invalid row's estimates are left out
+    p_cols = {c for c in table.columns if (c == "p" or _P.match(c)) and pd.api.types.is_numeric_dtype(table[c])}
     text = stem.with_suffix(".tex").read_text()
     only = re.search(r"^% in the CSV only: (.*)$", text, re.M)
     left_out = set(only.group(1).split(", ")) if only else set()
@@ -97,12 +105,15 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
                     # a CSV reads an empty text as NaN too
                     assert cell in ("--", ""), f"{stem.name}.tex {col}: {cell!r} for a missing value"
                     continue
+                if col in p_cols:  # as the report writes it
+                    assert cell == escape(fmt_p_cell(value)), f"{stem.name}.tex {col}: {cell} for {value}"
+                    continue
                 shown = str(value) if pd.api.types.is_integer_dtype(table[col]) else fmt(col) % value
                 if col in merged and all(math.isfinite(want[b]) for b in bounds[col]):
                     shown += f" [{fmt(col) % want[bounds[col][0]]}, {fmt(col) % want[bounds[col][1]]}]"
                 assert cell == shown.replace("%", r"\%"), f"{stem.name}.tex {col}: {cell} for {value}"
     assert set(seen) == set(table.columns) - left_out, f"{stem.name}.tex columns {seen}"
-    return table
+    return csv
 
 
 def assert_tables_compile(run: str | Path) -> list[str]:

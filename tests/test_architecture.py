@@ -38,7 +38,7 @@ BANDS: dict[str, tuple[str, ...]] = {
     "probe": ("nbutils.probe",),
     "sweep": ("nbutils.sweep",),
     "report": ("nbutils.report", "nbutils.report_html", "nbutils.report_live", "nbutils.report_models",
-               "nbutils.report_items", "nbutils.items", "nbutils.run_index"),
+               "nbutils.report_items", "nbutils.report_validation", "nbutils.items", "nbutils.run_index"),
     "samples": ("nbutils.samples",),
     "cluster": ("nbutils.cluster",),
     "executors": ("nbutils.executors", "nbutils.scheduler"),

@@ -122,6 +122,8 @@ def test_show_closest_where_and_limit(samples, monkeypatch):
     table = main_lines(["show", str(run), "--limit", "4"])
     assert table[0].startswith("margin: log-probability of the first option minus the second's (Yes − No)")
     assert table[-1].startswith("4 of 120 items") and table[-6].startswith("margin  gold")
+    closest = " ".join(main_lines(["show", str(run), "--closest", "3"]))
+    assert "3 of 3 items of smallest |margin|, the closest of 120" in closest, "how many they are the closest of"
 
 
 @pytest.mark.parametrize("study", list(DESIGN))
@@ -410,8 +412,39 @@ def test_runs_prints_each_models_headline_the_ones_that_found_something_first():
     summary = {"records": [rec("base", 0.9), rec("base", 0.5, condition="explicit"), rec("control", 0.001),
                            rec(None, 0.0001, models=["control", "base"], term="upward:model", test="glmm_models")]}
     lines = _headlines(summary)
-    assert lines[0] == "control concept_learning: gee_bias_reduced estimate 1.00, p = .001", lines
-    assert lines[1].startswith("base concept_learning:") and lines[1].endswith("(+1 more)"), lines
-    assert lines[2] == "+ 1 comparison(s) of two models, 1 at p < .05"
+    assert lines[0].startswith("control") and lines[0].endswith("p = .001 (GEE by threshold)"), lines
+    assert lines[1].startswith("base") and "p = .900" in lines[1], lines
+    assert lines[2] == "+ 1 more headline test of these models (other conditions or terms), 0 at p < .05 (results.md)"
+    assert lines[3] == "+ 1 comparison of two models, 1 at p < .05 (results.md)"
+    assert not any("gee_bias_reduced" in line or "glmm_models" in line for line in lines), "short names, not ids"
     many = {"records": [rec(f"m{i}", 0.5) for i in range(6)]}
-    assert _headlines(many)[-1] == "… 2 more model(s), 0 of them with a finding at p < .05"
+    assert _headlines(many)[-1] == "… 2 more models, 0 of them with a finding at p < .05 (results.md)"
+
+
+SEEDS = paths.repo_root() / "outputs" / "samples" / "validation"  # analysed runs of six models (read, not written)
+
+
+def test_runs_says_each_models_reading_as_the_report_does_shortened():
+    """On an analysed run of six models: each model's line is its reading's sentence (the report's words) cut to its
+    claim, with the headline's estimate, p and the test's short name; no test id; the models not shown are counted."""
+    import re
+
+    from nbutils import artifacts
+    from nbutils.method_names import SHORT_METHODS
+    from nbutils.readings import reading
+    from nbutils.results import fmt_p
+    from nbutils.run_index import _headlines, shorten
+
+    summary = artifacts.read_summary(SEEDS / "seed-33" / "summary.json")
+    lines = _headlines(summary)
+    heads = {h["model"]: h for h in summary["headline"] if h.get("model")}
+    for line in lines[:4]:
+        model = max((m for m in heads if line.startswith(m)), key=len)
+        h = heads[model]
+        said = reading(summary, model, h["condition"])["sentence"]
+        assert line.startswith(model + shorten(said[len(model):])), (line, said)
+        assert fmt_p(h["p"]) in line and SHORT_METHODS[h["test"]] in line, line
+        assert len(line.split()) < len(said.split()), "shortened"
+    assert not any(re.search(r"\b(glmm_lrt|glmm_models|gee_bias_reduced)\b", line) for line in lines)
+    assert lines[4] == "… 2 more models, 0 of them with a finding at p < .05 (results.md)", lines
+    assert shorten("a (95% CI [1, 2]) b (one-sided binomial) c (x (y; z)) d; e.") == "a b (one-sided binomial) c d"

@@ -378,7 +378,7 @@ def test_property_headline_sentences_are_short_and_leave_the_diagnostics_to_the_
     """A headline sentence (``reasons=False``) is at most 60 words whatever the record holds; one that is not
     estimable says so in one clause, and ``fit_caveats`` says why, once per test and reason, with no internal
     threshold; a fallback names the test it stands in for."""
-    from nbutils.headline import fit_caveats
+    from nbutils.headline import fit_caveats, table_rows
 
     rng = np.random.default_rng(49)
     long_note = ("log odds ratio; every prompt pair was answered alike in both conditions, a quasi-separation by pair, "
@@ -391,9 +391,12 @@ def test_property_headline_sentences_are_short_and_leave_the_diagnostics_to_the_
         words = results.sentence(rec, reasons=False)
         assert len(words.split()) <= 60, (len(words.split()), words)
         assert "orders of magnitude" not in words and "quasi-separation" not in words, words
-        if results.verdict(rec) == "invalid":
-            assert "not estimable (why: see the caveats)" in words
-            assert len(fit_caveats([rec])) == 1
+        if results.verdict(rec) == "invalid" and not rec.get("valid", True):  # every pair answered alike: one
+            assert "no variation to compare" in words and "not estimable" not in words  # description wherever said
+            assert len(fit_caveats([rec])) == 1 and "no variation to compare" in fit_caveats([rec])[0]
+            assert table_rows({"records": [rec]})[0]["estimate"] == "no variation to compare"
+        elif results.verdict(rec) == "invalid":
+            assert "not estimable (why: see the caveats)" in words and len(fit_caveats([rec])) == 1
         if rec.get("fallback_for"):
             assert "standing in for the binomial GLMM" in words
     glmm = [record("glmm_lrt", "upward", valid=False, model="m", condition=c, headline=True,

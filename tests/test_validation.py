@@ -123,19 +123,103 @@ def test_the_docs_page_shows_the_results_file():
     assert results["seeds"] == yaml.safe_load((paths.repo_root() / "params" / "validation.yaml").read_text())["seeds"]
 
 
-def test_the_notebook_reads_the_shipped_sample_into_the_results(tmp_path):
-    """The power notebook, run by papermill on the shipped sample (each seed's scores and analysis), writes the figure,
-    the tables and the summary, and the summary is the results file's (less its wall times)."""
-    from nbutils.notebooks import run_notebook
+@pytest.fixture(scope="module")
+def sample_study(tmp_path_factory):
+    """The power notebook run by ``nbutils run`` on the shipped sample (each seed's scores and analysis, nothing scored
+    again) into a run folder of its own; the command's exit status and what it printed."""
+    import contextlib
+    import io
+
+    from nbutils.__main__ import main
+
+    run = tmp_path_factory.mktemp("validation") / "validation_sample"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["run", "notebooks/validation/power.ipynb", "-p", "root", "outputs/samples/validation",
+                     "-p", "run_dir", str(run)])
+    return run, code, printed.getvalue()
+
+
+def test_the_notebook_reads_the_shipped_sample_into_the_results(sample_study):
+    """The summary the power notebook writes from the shipped sample is the results file's (less its wall times)."""
     from notebook_checks import ran_clean
 
-    copy = tmp_path / "validation_sample"
-    out = run_notebook("notebooks/validation/power.ipynb", str(tmp_path / "power.ipynb"),
-                       {"root": "outputs/samples/validation", "out_dir": str(copy)})
-    ran_clean(out)
+    copy, code, _ = sample_study
+    assert code == 0
+    ran_clean(paths.executed_notebook(copy, "notebooks/validation/power.ipynb"))
     assert (copy / "figures" / "power_curve.png").stat().st_size > 10_000
     summary = artifacts.read_json(copy / "summary.json")
     results = artifacts.read_json(RESULTS)
     assert summary["records"] == results["records"] and summary["per_seed"] == results["per_seed"]
     assert summary["false_positive"] == results["false_positive"] and summary["reliable"] == results["reliable"]
     assert sorted(pd.read_csv(copy / "tables" / "power.csv")["dose"].unique()) == [0, 0.25, 0.5, 0.75, 1]
+
+
+def test_the_study_has_a_run_folder_a_report_and_a_line_in_runs(sample_study, capsys):
+    """Its run folder holds its executed notebook, results.md (the findings, then each strength's reading per prompt
+    set), its record and report.html, whose first screen is the findings, the power curve and that table; the terminal
+    printed the findings; `runs` lists it up to date; `nbutils report` rebuilds the page; a seed analysed again since
+    is said on the page and in `runs`."""
+    from bs4 import BeautifulSoup
+
+    from nbutils import run_index
+    from nbutils.__main__ import main
+
+    run, code, printed = sample_study
+    summary = artifacts.read_json(run / "summary.json")
+    words = (run / "results.md").read_text()
+    rel, fp = summary["reliable"], summary["false_positive"]
+    assert f"is {rel['dose']:g}, a gap of {100 * rel['gap']:+.1f} points" in words.partition("\n## ")[0]
+    assert f"in {fp['flagged']} of {fp['n']} prompt sets" in words.partition("\n## ")[0]
+    assert f"is {rel['dose']:g}, a gap of" in printed and "report → " in printed
+    table = words.partition(validation_heading())[2].partition("\n## ")[0]
+    seeds = artifacts.read_json(RESULTS)["per_seed"]
+    assert table.count("\n| control |") == 5 and table.count("\n| decoy |") == 1
+    for r in seeds:  # each prompt set's reading of each model, with its p
+        row = next(x for x in table.splitlines() if x.startswith(f"| {'control' if r['arm'] == 'ladder' else 'decoy'} "
+                                                                 f"| {r['dose']:g} |"))
+        assert validation.seed_cell(pd.Series(r)) in row.split(" | ")[3:][summary["seeds"].index(r["seed"])]
+    page = BeautifulSoup((run / "report.html").read_text(), "html.parser")
+    finding = page.find("section", class_="finding")
+    assert [li.get_text() for li in finding.find("ul", class_="findings").find_all("li")] == [
+        x[2:] for x in words.partition("\n## ")[0].splitlines() if x.startswith("- ")]
+    assert finding.find("img") and "power curve" in finding.find("figcaption").get_text()
+    assert "prompt set 31" in finding.find("table").get_text()
+    line = next(x for x in run_index.index_lines(run.parent) if x.startswith("validation_sample"))
+    assert "[validation]  3 runs read" in line and line.endswith("report up to date"), line
+    (run / "report.html").unlink()
+    assert main(["report", str(run)]) == 0 and (run / "report.html").is_file()
+    record = artifacts.read_json(run / validation.RECORD)
+    artifacts.write_json(dict(record, inputs=dict(record["inputs"], **{"seed-31/summary.json": "0" * 64})),
+                         run / validation.RECORD)
+    assert main(["report", str(run)]) == 0
+    assert "seed-31/summary.json: their sha256 differs" in capsys.readouterr().err
+    line = next(x for x in run_index.index_lines(run.parent) if x.startswith("validation_sample"))
+    assert "runs it read analysed again since" in line
+    artifacts.write_json(record, run / validation.RECORD)
+
+
+def validation_heading() -> str:
+    from nbutils.report_validation import TABLE_HEADING
+
+    return TABLE_HEADING
+
+
+def test_a_sample_is_read_into_its_copys_folder_and_no_other_studys_folder_is_written(tmp_path, capsys):
+    from nbutils.__main__ import _run_folder, main
+
+    assert main(["report", "outputs/samples/validation"]) == 2
+    assert "holds the runs the validation study reads" in capsys.readouterr().err
+
+    params = {"root": "outputs/samples/validation"}
+    _run_folder("notebooks/validation/power.ipynb", params)
+    assert params["run_dir"] == "outputs/validation_sample"
+    params = {"root": "outputs/mine", "run_dir": "outputs/elsewhere"}
+    _run_folder("notebooks/validation/power.ipynb", params)
+    assert params["run_dir"] == "outputs/elsewhere"
+    with pytest.raises(ValueError, match="^run_dir: .* sample run that ships"):
+        validation.check_run_folder("outputs/samples/validation", "outputs/samples/validation")
+    (tmp_path / "seed-1").mkdir()
+    with pytest.raises(ValueError, match="^run_dir: .* holds the validation of other seed runs"):
+        validation.check_run_folder(tmp_path, "outputs/samples/validation")
+    assert validation.locate(None, str(tmp_path)) == (str(tmp_path), str(tmp_path))

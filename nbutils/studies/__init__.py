@@ -26,6 +26,44 @@ RUN_ANALYSIS_DESCRIPTIONS = {"cues": "cue profiling: which surface cues predict 
 
 
 @dataclass(frozen=True)
+class AcrossRuns:
+    """A study that scores nothing of its own: it reads the analyses of several runs of another study (the
+    instrument's validation: one monotonicity run per prompt seed) into a run folder of its own, which holds its
+    ``record`` file (what it read), ``summary.json``, ``results.md``, its executed notebook and ``report.html``."""
+
+    name: str
+    description: str
+    notebook: str
+    record: str  # the file that marks its run folder
+    reads: str  # the notebook's parameter naming the folder of the runs it reads
+    runs: str  # the pattern of the folders of the runs it reads (``seed-*``)
+
+    @property
+    def notebooks(self) -> dict:
+        return {"analyze": self.notebook}
+
+
+ACROSS_RUNS = {"validation": AcrossRuns(
+    "validation", "how small a planted bias the headline finds, and whether a decoy stays null (the positive control "
+                  "at several strengths, read across prompt sets)", "notebooks/validation/power.ipynb",
+    "validation.json", "root", "seed-*")}
+
+
+def across_runs_for(run_dir) -> AcrossRuns | None:
+    """The study read across runs whose record ``run_dir`` holds, else None."""
+    return next((s for s in ACROSS_RUNS.values() if (paths.resolve(run_dir) / s.record).is_file()), None)
+
+
+def across_runs_of_notebook(notebook) -> AcrossRuns | None:
+    """The study read across runs whose notebook ``notebook`` is, else None."""
+    try:
+        nb = paths.resolve(notebook).resolve()
+    except (OSError, ValueError, TypeError):
+        return None
+    return next((s for s in ACROSS_RUNS.values() if paths.resolve(s.notebook).resolve() == nb), None)
+
+
+@dataclass(frozen=True)
 class Study:
     """One probe: its notebooks, the dataset file it writes into a run, how the engine scores it and how
     ``limit`` groups its rows."""

@@ -29,6 +29,9 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a = Analysis(scores)
     a.tables["twins"] = twins.table(all_scores)
     acc = stats.accuracy_table(scores)
+    if order:  # every table and figure lists the models in one order: the scored one
+        acc = acc.sort_values("model", key=lambda m: m.map({x: i for i, x in enumerate(order)}), kind="stable",
+                              ignore_index=True)
     a.tables["accuracy"] = acc
     a.tables["appendix_b"] = stats.appendix_b(acc)
     a.tables["gap_by_threshold"] = stats.gap_by_threshold(scores)

@@ -26,7 +26,8 @@ def _chance(ax, y: float = 50, label: str = "chance (50%)") -> None:
 
 def _title(model: str, condition: str, extra: str = "") -> str:
     name = textwrap.shorten(str(model), 60, placeholder="…").replace("$", r"\$")
-    return f"{name}\n{condition.replace('_', ' ')}" + (f" · {extra}" if extra else "")
+    where = {"explicit": "concept stated"}.get(condition, str(condition).replace("_", " "))
+    return f"{name}\n{where}" + (f" · {extra}" if extra else "")
 
 
 def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
@@ -62,13 +63,13 @@ def accuracy_grid(acc: pd.DataFrame) -> plt.Figure:
 
 
 def gap_forest(gaps: pd.DataFrame) -> plt.Figure:
-    """Forest plot, one row per model × condition, two panels: the accuracy gap (upward − downward) with its
-    threshold-bootstrap interval, which is descriptive (too narrow with few thresholds), and the inference about
-    thresholds in general: the mean per-threshold log odds ratio with its t(K−1) 95% CI and the sign-flip p."""
+    """Forest plot, one row per model × condition, two panels: first the inference about thresholds in general (the
+    mean per-threshold log odds ratio with its t(K−1) 95% CI and the sign-flip p), then the accuracy gap (upward −
+    downward) with its threshold-bootstrap interval, which is descriptive (too narrow with few thresholds)."""
     d = gaps.iloc[::-1].reset_index(drop=True)
     colors = d["condition"].map({"concept_learning": "#2ca02c", "explicit": "#9467bd"}).fillna("black").tolist()
     labels = []
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 0.6 * len(d) + 1.7), sharey=True)
+    fig, (right, left) = plt.subplots(1, 2, figsize=(7.2, 0.6 * len(d) + 1.7), sharey=True)  # the inference first
     for y, r in d.iterrows():
         gap, lo, hi = 100 * r.gap, 100 * r.gap_ci_low, 100 * r.gap_ci_high
         xerr = [[max(0.0, gap - lo)], [max(0.0, hi - gap)]] if np.isfinite([lo, hi]).all() else None
@@ -84,7 +85,7 @@ def gap_forest(gaps: pd.DataFrame) -> plt.Figure:
         ax.axvline(0, color="grey", ls="--", lw=1)
         ax.margins(y=0.35 if len(d) < 3 else 0.12)
         ax.tick_params(axis="x", labelsize=8)
-    left.set_yticks(range(len(d)), labels, fontsize=7)
+    right.set_yticks(range(len(d)), labels, fontsize=7)
     left.set_xlabel("upward − downward accuracy (pp)\nthreshold bootstrap 95% CI: descriptive,\n"
                     "too narrow with few thresholds", fontsize=7)
     right.set_xlabel("mean per-threshold log odds ratio\nt(K−1) 95% CI: the inference\nabout thresholds in general",

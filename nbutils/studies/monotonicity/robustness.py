@@ -255,6 +255,12 @@ def sentences(summary: dict, alpha: float = ALPHA) -> list[str]:
     return lines
 
 
+def tick(axis: str, name) -> str:
+    """A variant as a figure names it: its phrase in quotes or its answer words (``wording``), a template by its name
+    in words (its text is too long for a label)."""
+    return wording(axis, name) if axis in ("phrase", "answer_words") else str(name).replace("_", " ")
+
+
 def figure(table: pd.DataFrame, pooled: pd.DataFrame):
     """The gap per variant with its Newcombe 95% CI, one panel per axis (a row of panels per model), colour by
     condition; the pooled gap of each condition as a dashed reference line."""
@@ -278,12 +284,12 @@ def figure(table: pd.DataFrame, pooled: pd.DataFrame):
                 lo = (100 * (c["gap"] - c["gap_ci_low"])).clip(lower=0).fillna(0)
                 hi = (100 * (c["gap_ci_high"] - c["gap"])).clip(lower=0).fillna(0)
                 ax.errorbar(100 * c["gap"], y, xerr=[lo, hi], fmt="o", capsize=3, color=colors.get(cond, "black"),
-                            label=cond.replace("_", " "))
+                            label={"explicit": "the concept stated"}.get(cond, cond.replace("_", " ")))
                 p = pooled[(pooled["model"] == model) & (pooled["condition"] == cond)]
                 if len(p):
                     ax.axvline(100 * p["gap"].iloc[0], ls="--", lw=1, color=colors.get(cond, "black"))
             ax.axvline(0, color="grey", lw=0.8)
-            ax.set_yticks(range(len(variants)), variants, fontsize=8)
+            ax.set_yticks(range(len(variants)), [tick(axis, v) for v in variants], fontsize=8)
             ax.set_ylim(-0.6, len(variants) - 0.4)
             ax.set_title(f"{model}\n{AXIS_NAMES[axis][0]}", fontsize=9)
             if i == len(models) - 1:

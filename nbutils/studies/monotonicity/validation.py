@@ -10,11 +10,14 @@ means (the task floor, whether the answers use the examples). ``reliable_dose`` 
 ``RELIABLE`` of the seeds, at it and at every stronger dose.
 
 The run root holds one run per seed, ``seed-<N>/``; the arms are told apart by the adapter each score file's sidecar
-records (and its ``adapter_scale``).
+records (and its ``adapter_scale``). The study's own run folder (the run root itself, or for the shipped sample
+``outputs/validation_sample``) holds what it read (``validation.json``: each seed's summary by its sha256), its
+figure, tables, ``summary.json``, ``results.md``, its executed notebook and ``report.html``.
 """
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -22,8 +25,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths
-from ...headline import entries
+from ... import artifacts, paths, studies
+from ...headline import READING_WORDS, entries
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
 from . import stability
@@ -31,6 +34,17 @@ from . import stability
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
 ARMS = ("ladder", "decoy")
+RECORD = studies.ACROSS_RUNS["validation"].record  # what marks the study's run folder: the runs it read
+
+
+def locate(root, run_dir) -> tuple[str, str]:
+    """The folder of the seeds' runs and the study's run folder: ``root`` not given (None) is the one the run folder's
+    record names, else the run folder itself."""
+    if root is None:
+        rec = paths.resolve(run_dir) / RECORD
+        root = artifacts.read_json(rec).get("root") if rec.is_file() else None
+        root = str(paths.resolve(run_dir) / root) if root else run_dir
+    return str(root), str(run_dir)
 
 
 def seed_runs(root) -> dict[int, Path]:
@@ -210,6 +224,10 @@ def records(tab: pd.DataFrame, rows: pd.DataFrame, share: float = RELIABLE) -> d
         "method": sorted(set(rows["method"].dropna()))})
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _points(x: float) -> str:
     v = round(100 * x, 1)
     return f"{v + 0.0:+.1f}"  # + 0.0: a gap that rounds to zero reads +0.0, never -0.0
@@ -282,30 +300,82 @@ def figure(tab: pd.DataFrame, path) -> Path:
     return out
 
 
-def write(root, rows: pd.DataFrame, tab: pd.DataFrame, summary: dict) -> list[Path]:
-    """``figures/power_curve.png``, ``tables/power.csv`` (per dose), ``tables/power_seeds.csv`` (per seed) and
-    ``summary.json`` in ``root`` (never in a shipped sample)."""
-    base = paths.resolve(root)
-    paths.check_not_sample(base)
+def inputs(root) -> dict:
+    """What the study read: each seed's ``summary.json`` by its sha256 (a seed analysed again since: out of date)."""
+    return {f"{run.name}/{paths.summary_path(run).name}": artifacts.sha256_file(paths.summary_path(run))
+            for run in seed_runs(root).values() if paths.summary_path(run).is_file()}
+
+
+def check_run_folder(run_dir, root) -> Path:
+    """The run folder, once it is not a shipped sample and holds no other study's results: not another root's
+    validation (its record names another root) and not a folder of seed runs other than ``root``."""
+    base, src = paths.check_run_dir(run_dir), paths.resolve(root).resolve()
+    rec = base / RECORD
+    other = artifacts.read_json(rec).get("root") if rec.is_file() else None
+    if (other and (base / other).resolve() != src) or (base.resolve() != src and base.is_dir() and any(
+            SEED_DIR.fullmatch(p.name) for p in base.iterdir() if p.is_dir())):
+        raise ValueError(f"run_dir: {base} holds the validation of other seed runs ({other or base}), not of {root}; "
+                         "name a run folder of its own")
+    return base
+
+
+def write(root, rows: pd.DataFrame, tab: pd.DataFrame, summary: dict, source=None) -> list[Path]:
+    """The study's run folder ``root`` (``source``: the folder of the seeds' runs, ``root`` itself when None):
+    ``figures/power_curve.png``, ``tables/power.csv`` (per dose), ``tables/power_seeds.csv`` (per seed),
+    ``summary.json``, ``results.md`` and, last, ``validation.json`` (what it read); never in a shipped sample."""
+    source = root if source is None else source
+    base = check_run_folder(root, source)
     paths.tables_dir(base).mkdir(parents=True, exist_ok=True)
     files = [figure(tab, paths.figures_dir(base) / "power_curve.png")]
     for name, frame in (("power", tab), ("power_seeds", rows)):
         files += artifacts.write_table(frame, paths.tables_dir(base) / name)
-    artifacts.write_json(summary, paths.summary_path(base))
-    return files + [paths.summary_path(base)]
+    artifacts.write_json(dict(summary, analysed=artifacts.now_utc()), paths.summary_path(base))
+    artifacts.atomic_write(paths.results_path(base), lambda p: p.write_text(results_md(summary, rows), "utf-8"))
+    where = os.path.relpath(paths.resolve(source).resolve(), base.resolve())  # from the run folder: a copy keeps it
+    artifacts.write_json({"study": "validation", "root": where, "seeds": summary["seeds"], "inputs": inputs(source)},
+                         base / RECORD)
+    return files + [paths.summary_path(base), paths.results_path(base), base / RECORD]
 
 
-def output_dir(root) -> str:
-    """Where the study's figures, tables and summary go: the run root, or, for a shipped sample (read-only), the
-    folder its copy would be worked on in (``paths.sample_copy``)."""
-    base = paths.resolve(root)
-    if base.resolve().is_relative_to(paths.resolve(paths.SAMPLES).resolve()):
-        return paths.sample_copy(base.name)
-    return str(root)
+def seed_cell(r) -> str:
+    """One prompt set's reading of one model, in a few words, with its p (the side found where it is downward)."""
+    kind = r["reading"] if isinstance(r["reading"], str) else "no_valid_test"
+    words = READING_WORDS.get(kind, kind.replace("_", " "))
+    side = " (downward)" if r["verdict"] == "less" else ""
+    return f"{words}{side}, {fmt_p(r['p'])}" if r["valid"] and _finite(r["p"]) else f"{words}{side}"
 
 
-def is_sample(root) -> bool:
-    return output_dir(root) != str(root)
+def readings_table(rows: pd.DataFrame) -> str:
+    """Each strength's reading in each prompt set, as Markdown: one row per arm and strength, one column per seed."""
+    seeds = sorted(int(s) for s in rows["seed"].unique())
+    head = ["adapter", "strength", "found (upward, α = .05)"] + [f"prompt set {s}: reading, headline p" for s in seeds]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    order = {a: i for i, a in enumerate(ARMS)}
+    for (arm, dose), g in sorted(rows.groupby(["arm", "dose"]), key=lambda x: (order[x[0][0]], x[0][1])):
+        by = {int(r["seed"]): seed_cell(r) for _, r in g.iterrows()}
+        cells = ["control" if arm == "ladder" else "decoy", f"{dose:g}", f"{int(g['detected'].sum())} of {len(g)}"]
+        lines.append("| " + " | ".join(cells + [by.get(s, "not scored") for s in seeds]) + " |")
+    return "\n".join(lines)
+
+
+def results_md(summary: dict, rows: pd.DataFrame) -> str:
+    """``results.md``: the title, the design, the findings (the smallest strength found reliably, the false-positive
+    rate), each strength's reading per prompt set, the per-strength table and each strength in words."""
+    lines = text(summary).splitlines()
+    doses = ", ".join(f"{d:g}" for d in sorted(rows.loc[rows["arm"] == "ladder", "dose"].unique()))
+    n = sorted({int(x) for x in rows["n"].dropna()})
+    design = (f"The positive control at strengths {doses or 'none'}" + (" and the decoy" if (rows["arm"] == "decoy").any()
+                                                                       else "")
+              + f", each scored on the same {len(summary['seeds'])} prompt sets (seeds "
+              f"{', '.join(map(str, summary['seeds']))}; {' or '.join(map(str, n))} concept-learning prompts each); the "
+              f"headline test of each prompt set's gap: {'; '.join(summary['method']) or 'none'}, at α = "
+              f"{fmt_alpha(summary.get('alpha', ALPHA))}.")
+    key = [x for x in lines if not x.startswith("- ")]
+    return "\n\n".join([
+        "# The instrument's validation: how small a planted bias the headline finds", design,
+        "\n".join(f"- {x}" for x in reversed(key)), "## Each strength, prompt set by prompt set", readings_table(rows),
+        "## Per strength", markdown_table(summary), "## Each strength in words",
+        "\n\n".join(x[2:][:1].upper() + x[3:] for x in lines if x.startswith("- "))]) + "\n"
 
 
 def markdown_table(summary: dict) -> str:

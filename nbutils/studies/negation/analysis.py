@@ -8,7 +8,8 @@ import pandas as pd
 
 from ... import analysis_run, artifacts
 from ...headline import generic_text
-from ...results import plural
+from ...records import Summary
+from ...results import ALPHA, fmt_alpha, fmt_num, plural, sentence
 from ...runstore import load_scores
 from .. import get
 from .params import NegationParams
@@ -79,8 +80,35 @@ def compute(scores: pd.DataFrame, params: NegationParams | None = None, **option
         f"{plural(scores['item_id'].nunique() if len(scores) else 0, 'item')}, each "
         "in a stereotype-consistent and an -inconsistent context, affirmative and negated; the headline is the "
         "deviation-coded context × form interaction on log-perplexity in a linear mixed model.",
-        lambda r: bool(r.get("headline")))
+        lambda r: bool(r.get("headline")), extra=meaning_lines(a.summary))
     return a
+
+
+def meaning_lines(summary: dict, alpha: float = ALPHA) -> list[str]:
+    """What the headline's b means (its scale, coding and sign), each main effect found on the headline's scale in
+    words, and what interaction each model's design could detect (normal approximation from its standard error)."""
+    from scipy.stats import norm
+
+    recs = [r for r in Summary(summary).records if r.get("spec") == "log_ppl" and r.get("coding") == "deviation"]
+    heads = [r for r in recs if r.get("headline") and r.get("valid")]
+    if not heads:
+        return []
+    out = ["Reading b: the difference in log-perplexity (a sentence's mean negative log-probability per token), "
+           "deviation coded (consistent and affirmative +½, inconsistent and negated −½); an interaction below 0 "
+           "means negation is relatively more natural in stereotype-inconsistent contexts, the bias the study asks "
+           "about, above 0 in stereotype-consistent ones; b = 0.10 is a perplexity about 10% higher."]
+    out += [sentence(r, alpha, recs, reasons=False) for r in recs if not r.get("headline") and r.get("valid")
+            and str(r.get("term")).split(" [")[0] in ("context", "form") and isinstance(r.get("p"), float)
+            and r["p"] < alpha]
+    for r in heads:
+        if isinstance(r.get("ci_low"), float) and isinstance(r.get("ci_high"), float) and r["ci_high"] > r["ci_low"]:
+            half = (r["ci_high"] - r["ci_low"]) / 2  # its own test's critical value times its SE (t with few items)
+            b = half * (norm.ppf(1 - alpha / 2) + norm.ppf(0.8)) / norm.ppf(1 - alpha / 2)
+            out.append(f"Power, approximately: with {r['model']}'s 95% CI of b ±{fmt_num(half)} wide, an "
+                       f"interaction of about |b| = {fmt_num(b)} (a ratio of perplexity ratios of "
+                       f"{fmt_num(float(np.exp(b)))}) is found 4 times in 5 at α = {fmt_alpha(alpha)} (normal "
+                       "approximation); a smaller one may go unseen.")
+    return out
 
 
 def write(a: Analysis, run_dir) -> list[Path]:

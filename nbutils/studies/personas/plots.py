@@ -86,7 +86,7 @@ def accuracy_by_persona(acc: pd.DataFrame) -> plt.Figure:
     chance level computed from the options (dashed) as labelled vertical lines; the legend below the panels."""
     models = list(acc["model"].unique())
     n = acc.groupby("model").size().max()
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 1.0, 0.2 * n + 1.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 1.0, 0.24 * n + 1.6), squeeze=False)
     kinds = {"baseline": ("black", "no persona (baseline)"), "real": ("#1f77b4", "real persona"),
              "null_random": ("#7f7f7f", "null: random string"), "null_word": ("#bcbd22", "null: irrelevant word")}
     for ax, model in zip(axes[0], models):
@@ -106,7 +106,7 @@ def accuracy_by_persona(acc: pd.DataFrame) -> plt.Figure:
         chance = chance_level(g)
         if chance is not None:
             ax.axvline(100 * chance, color="#d62728", lw=1, ls="--", label=f"chance ({100 * chance:.3g}%)")
-        ax.set_yticks(y, [p or "(baseline)" for p in g["persona"]], fontsize=6)
+        ax.set_yticks(y, [p or "(baseline)" for p in g["persona"]], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, 100)
         ax.set_xlabel("accuracy (%, 95% Wilson CI)")

@@ -70,12 +70,12 @@ def test_rule_heatmap_shows_named_rules_and_the_best_grid_rules(scores):
 def test_forest_plot_labels_the_descriptive_and_the_inferential_interval(scores):
     gaps = quantifier_stats.pooled_gap(scores, n_boot=200, seed=0)
     fig = plots.gap_forest(gaps)
-    left, right = fig.axes
+    right, left = fig.axes  # the inference first, the descriptive interval beside it
     assert "bootstrap" in left.get_xlabel() and "descriptive" in left.get_xlabel()
     assert "t(K−1)" in right.get_xlabel() and "inference" in right.get_xlabel()
     drawn = sorted(tuple(np.round(seg[:, 0], 9)) for c in right.collections for seg in c.get_segments()
                    if seg[0, 1] == seg[1, 1])  # the horizontal interval bars
     expected = sorted(tuple(np.round(v, 9)) for v in gaps[["log_or_ci_low", "log_or_ci_high"]].to_numpy())
     assert drawn == expected
-    labels = " ".join(t.get_text() for t in left.get_yticklabels())
+    labels = " ".join(t.get_text() for t in right.get_yticklabels())
     assert all(f"K = {k} thresholds, sign-flip p = " in labels for k in gaps["n_thresholds"])

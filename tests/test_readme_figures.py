@@ -1,0 +1,34 @@
+"""The README's figures are what ``scripts/readme_figures.py`` draws from the shipped samples now: a figure made before
+its sample changed (the sha256 the script recorded), or one that differs from a fresh drawing, fails."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+from nbutils import artifacts, paths
+
+ROOT = paths.repo_root()
+spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "scripts" / "readme_figures.py")
+figures = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(figures)
+
+
+def test_the_readme_figures_are_what_the_script_draws_from_the_samples(tmp_path):
+    made = tmp_path / "made"
+    figures.write(made)
+    shipped = ROOT / "docs" / "img"
+    assert figures.differences(made, shipped) == [], "run `python scripts/readme_figures.py` and commit docs/img/"
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"docs/img/{name}" in readme for name in figures.FIGURES)
+    # the check can fail: a sample changed since its figure was made, or a figure drawn otherwise
+    copy = tmp_path / "shipped"
+    shutil.copytree(shipped, copy)
+    record = artifacts.read_json(copy / figures.RECORD)
+    name = next(iter(figures.FIGURES))
+    record[name]["inputs"] = {k: "0" * 64 for k in record[name]["inputs"]}
+    artifacts.write_json(record, copy / figures.RECORD)
+    other = list(figures.FIGURES)[1]
+    shutil.copy(made / name, copy / other)  # another figure in its place
+    why = figures.differences(made, copy)
+    assert any(w.startswith(f"{name}: ") and "changed since the figure was made" in w for w in why), why
+    assert any(w.startswith(f"{other}: ") for w in why), why
