@@ -200,7 +200,7 @@ def parameters(run_dir, scores: pd.DataFrame) -> dict:
 
 STEPS = analysis_run.Steps(
     params=MonotonicityParams,
-    load=lambda run_dir, params: load_scores(run_dir, include_limited=params.include_limited),
+    load=lambda run_dir, params: load_scores(run_dir, include_limited=params.include_limited, twins=True),
     compute=_compute, write=write, id_column="prompt_id",
     headline=lambda d, params: quantifier_stats.headline_gap(originals(d), n_boot=params.n_boot, seed=params.seed))
 
