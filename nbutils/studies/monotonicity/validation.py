@@ -345,16 +345,25 @@ def seed_cell(r) -> str:
     return f"{words}{side}, {fmt_p(r['p'])}" if r["valid"] and _finite(r["p"]) else f"{words}{side}"
 
 
-def readings_table(rows: pd.DataFrame) -> str:
-    """Each strength's reading in each prompt set, as Markdown: one row per arm and strength, one column per seed."""
+def readings_table(rows: pd.DataFrame, stable: list | None = None) -> str:
+    """Each strength's reading in each prompt set, as Markdown: one row per arm and strength, one column per seed, then
+    (``stable``: the summary's ``stability``) how many sets agree and the reading over all the sets together."""
     seeds = sorted(int(s) for s in rows["seed"].unique())
     head = ["adapter", "strength", "found (upward, α = .05)"] + [f"prompt set {s}: reading, headline p" for s in seeds]
+    by_model = {r["model"]: r for r in stable or []}
+    if by_model:
+        head += ["sets agreeing", "over all sets"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     order = {a: i for i, a in enumerate(ARMS)}
     for (arm, dose), g in sorted(rows.groupby(["arm", "dose"]), key=lambda x: (order[x[0][0]], x[0][1])):
         by = {int(r["seed"]): seed_cell(r) for _, r in g.iterrows()}
         cells = ["control" if arm == "ladder" else "decoy", f"{dose:g}", f"{int(g['detected'].sum())} of {len(g)}"]
-        lines.append("| " + " | ".join(cells + [by.get(s, "not scored") for s in seeds]) + " |")
+        cells += [by.get(s, "not scored") for s in seeds]
+        if by_model:
+            st = by_model.get(g["model"].iloc[0]) or {}
+            pooled = st.get("pooled")
+            cells += [f"{st['agree']} of {st['n_sets']}" if st else "", READING_WORDS.get(pooled, pooled or "none")]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -373,7 +382,7 @@ def results_md(summary: dict, rows: pd.DataFrame) -> str:
     key = [x for x in lines if not x.startswith("- ")]
     return "\n\n".join([
         "# The instrument's validation: how small a planted bias the headline finds", design,
-        "\n".join(f"- {x}" for x in reversed(key)), "## Each strength, prompt set by prompt set", readings_table(rows),
+        "\n".join(f"- {x}" for x in reversed(key)), "## Each strength, prompt set by prompt set", readings_table(rows, summary.get("stability")),
         "## Per strength", markdown_table(summary), "## Each strength in words",
         "\n\n".join(x[2:][:1].upper() + x[3:] for x in lines if x.startswith("- "))]) + "\n"
 
