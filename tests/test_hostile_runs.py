@@ -319,3 +319,62 @@ def test_runs_and_report_agree_without_an_executed_analysis_and_on_a_report_that
     assert "no executed analysis" in line_of(run)
     with pytest.raises(ReportError, match="has no executed analysis"):
         write_report(run)
+
+
+# ---------------------------------------------------------------- degenerate multiverses
+
+def _variants(correct_up: list[int], correct_down: list[int], n: int) -> "pd.DataFrame":
+    """Scores of one model under templates t0, t1, …: ``n`` upward and ``n`` downward prompts each, the first
+    ``correct_up[i]`` / ``correct_down[i]`` of them answered right."""
+    import pandas as pd
+
+    rows = [{"model": "m", "condition": "concept_learning", "template": f"t{i}", "monotonicity": mono,
+             "correct": j < (up if mono == "upward" else down)}
+            for i, (up, down) in enumerate(zip(correct_up, correct_down))
+            for mono in ("upward", "downward") for j in range(n)]
+    return pd.DataFrame(rows)
+
+
+def _interval_lines(scores) -> tuple[list[dict], list[str]]:
+    from nbutils.studies.monotonicity import prediction
+
+    recs = prediction.records(prediction.table(scores, ["template"]))
+    return recs, prediction.sentences({"records": recs})
+
+
+def test_variants_that_agree_exactly_get_an_interval_as_wide_as_their_sampling_error():
+    import numpy as np
+    from scipy import stats as sps
+
+    from nbutils.studies.monotonicity import prediction
+
+    for up, down in (([12] * 4, [0] * 4), ([6] * 4, [6] * 4), ([40] * 3, [10] * 3)):
+        n = 12 if up[0] <= 12 else 48
+        recs, lines = _interval_lines(_variants(up, down, n))
+        (r,) = recs
+        gap, var = prediction.effects([n] * len(up), up, [n] * len(up), down)
+        floor = sps.t.ppf(0.975, len(up) - 1) * np.sqrt(1 / (1 / var).sum())  # the pooled gap's own sampling error
+        assert r["se"] == pytest.approx(np.sqrt(1 / (1 / var).sum()))
+        mu = r["estimate"]  # the interval holds the pooled gap ± its sampling error, cut at ±100 points
+        assert r["ci_low"] <= max(mu - floor, -1) + 1e-9 and r["ci_high"] >= min(mu + floor, 1) - 1e-9
+        assert r["ci_high"] > r["ci_low"] and r["note"] == prediction.AGREE_NOTE
+        lo, hi = prediction.pooled_ci(r)
+        assert hi - lo == pytest.approx(2 * floor)
+        (line,) = lines
+        assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_low'])} points" not in line
+    # variants that differ keep the calibrated interval as it was: its SE is the Hartung–Knapp one
+    recs, _ = _interval_lines(_variants([12, 11, 12, 10], [0, 1, 0, 2], 12))
+    assert recs[0]["note"] != prediction.AGREE_NOTE
+
+
+def test_a_prediction_interval_over_every_possible_gap_is_said_to_say_nothing():
+    from nbutils.studies.monotonicity import prediction
+
+    recs, lines = _interval_lines(_variants([4, 0, 4], [0, 4, 4], 4))  # 3 templates of 4 prompts, gaps +1, −1, 0
+    (r,) = recs
+    assert r["ci_low"] == -1 and r["ci_high"] == 1
+    (line,) = lines
+    assert "spans every gap there can be (−100 to 100 points)" in line and "say nothing" in line
+    assert "would show a gap between" not in line
+    recs, lines = _interval_lines(_variants([40, 38, 41, 39], [10, 12, 9, 11], 48))  # an informative one
+    assert "would show a gap between" in lines[0] and "spans every gap" not in lines[0]
