@@ -378,3 +378,54 @@ def test_a_prediction_interval_over_every_possible_gap_is_said_to_say_nothing():
     assert "would show a gap between" not in line
     recs, lines = _interval_lines(_variants([40, 38, 41, 39], [10, 12, 9, 11], 48))  # an informative one
     assert "would show a gap between" in lines[0] and "spans every gap" not in lines[0]
+
+
+# ---------------------------------------------------------------- the GPU scripts on a machine without a GPU
+
+def _no_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible here: the refusal is for machines without one")
+
+
+def test_the_gpu_checks_refuse_without_a_gpu_before_writing_anything(tmp_path):
+    """With no CUDA GPU, with a Python that has no PyTorch, with no such Python, and for an unknown step, every step
+    exits 2 with one line saying why and writes nothing (no GPU-named result from a CPU)."""
+    import sys
+
+    _no_cuda()
+    bare = tmp_path / "bare-python"  # a Python that cannot import torch (no site-packages)
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    out = tmp_path / "out"
+    for python, step, said in ((sys.executable, "checks", "no CUDA GPU is visible"),
+                               (str(bare), "scale", "cannot import torch"),
+                               (str(tmp_path / "nope"), "resume", "no Python"),
+                               (sys.executable, "bogus", "unknown step 'bogus'")):
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_checks.sh"), step, "smollm2-1.7b"], cwd=ROOT,
+                              env=dict(os.environ, PYTHON=python, OUT=str(out)), capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, (step, done.stderr)
+        assert not out.exists()
+
+
+def test_the_gpu_benchmarks_refuse_a_cpu_unless_asked_for_a_dry_run(tmp_path, monkeypatch, capsys):
+    """Each GPU benchmark takes its device from one check: ``auto`` without CUDA exits 2 naming the script and the dry
+    run (``--device cpu``), before a model is built; ``cpu`` is the dry run."""
+    import sys
+
+    _no_cuda()
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_scale
+
+    with pytest.raises(SystemExit) as stop:
+        gpu_scale.gpu_device("auto", "gpu_checks.py")
+    assert stop.value.code == 2 and "gpu_checks.py: no CUDA GPU is visible" in capsys.readouterr().err
+    assert gpu_scale.gpu_device("cpu", "gpu_checks.py") == "cpu"
+    for script in ("gpu_checks.py", "gpu_scale.py", "gpu_resume.py"):  # each script's device comes from that check
+        assert f'gpu_device(args.device, "{script}")' in (ROOT / "benchmarks" / script).read_text()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_resume.py"), "--out", str(tmp_path / "x.json")],
+                          cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "gpu_resume.py: no CUDA GPU is visible" in done.stderr, done.stderr
+    assert "--device cpu" in done.stderr and not (tmp_path / "x.json").exists()
