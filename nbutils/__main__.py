@@ -124,7 +124,8 @@ def _show(args) -> int:
     width = max(shutil.get_terminal_size((it.WIDTH, 24)).columns, 40)  # $COLUMNS first, then the terminal, else 120
     head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
     what = (f"rows, both models' answers to the {chosen[df.attrs['id_column']].nunique()} items they answer "
-            f"differently" if args.disagree else "items")
+            f"differently{' (one of them or both wrong)' if args.wrong else ''}, of the {df.attrs['shared']} "
+            "both answered" if args.disagree else "items")
     tail = (f"{len(shown)} of {len(chosen)} {what}" + (f" ({more} more: --limit N)" if more else "")
             + ("" if args.full else "; --full shows each whole prompt, --jsonl every field"))
     return _print_lines(head + (it.full_lines(shown) if args.full else it.table_lines(shown, width))

@@ -429,3 +429,51 @@ def test_the_gpu_benchmarks_refuse_a_cpu_unless_asked_for_a_dry_run(tmp_path, mo
                           cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "gpu_resume.py: no CUDA GPU is visible" in done.stderr, done.stderr
     assert "--device cpu" in done.stderr and not (tmp_path / "x.json").exists()
+
+
+# ---------------------------------------------------------------- show --disagree
+
+CONTROL_RUN = ROOT / "outputs" / "samples" / "control"
+
+
+@pytest.fixture(scope="module")
+def paired():
+    from nbutils.items import items as items_of
+
+    df = items_of(CONTROL_RUN)
+    return df, list(df.attrs["models"])
+
+
+def test_disagree_on_two_models_with_no_item_in_common_says_so_not_full_agreement(paired):
+    from nbutils.items import disagree
+
+    df, (a, b) = paired
+    ids = sorted(df["prompt_id"].unique())
+    apart = df[((df["model"] == a) & df["prompt_id"].isin(ids[::2])) | ((df["model"] == b) & df["prompt_id"].isin(ids[1::2]))]
+    apart.attrs = dict(df.attrs)
+    with pytest.raises(ValueError, match=r"^--disagree: .* share no scored item \(60 and 60 items scored\), so there "
+                                         r"is nothing to compare"):
+        disagree(apart, a, b)
+
+
+def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(paired, capsys):
+    from nbutils.items import disagree, select
+
+    df, (a, b) = paired
+    pairs = disagree(df, a, b)
+    assert pairs.attrs["shared"] == df["prompt_id"].nunique()
+    for kept, wrong in ((select(pairs, wrong=True), True), (select(pairs, closest=5), False),
+                        (select(pairs, ["condition=explicit"], wrong=True), True)):
+        assert len(kept) and len(kept) % 2 == 0 and list(kept["model"]) == [a, b] * (len(kept) // 2)
+        assert (kept["prompt_id"].to_numpy()[::2] == kept["prompt_id"].to_numpy()[1::2]).all()
+        if wrong:  # every item kept has a wrong answer, shown beside the other model's
+            assert (~kept["correct"].astype(bool)).to_numpy().reshape(-1, 2).any(axis=1).all()
+        else:
+            assert 5 <= len(kept) <= 10
+    wrong = select(pairs, wrong=True)  # the most confident wrong answer's item first
+    assert wrong["margin"].abs().where(~wrong["correct"].astype(bool)).idxmax() in wrong.index[:2]
+    with pytest.raises(ValueError, match="^--where: model= does not go with --disagree"):
+        select(pairs, [f"model={a}"])
+    assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "items they answer differently (one of them or both wrong), of the 120 both answered" in " ".join(out.split())
