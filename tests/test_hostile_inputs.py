@@ -1254,3 +1254,45 @@ def test_the_shipped_sweep_files_pass_the_whole_check_without_writing(tmp_path, 
         record = plan.record.analysis_params
         assert record.from_mapping(plan.analyze_params).as_dict().items() >= plan.analyze_params.items(), name
     assert list(tmp_path.iterdir()) == [] and not no_notebook_runs
+
+
+# ---------------------------------------------------------------- the scoring call from Python
+
+@pytest.mark.parametrize("change, match", [
+    (dict(prompts=None), r"^prompts: a string or a list of strings, got NoneType None"),
+    (dict(prompts=5), "^prompts: a string or a list of strings, got int 5"),
+    (dict(prompts={"a": 1}), "^prompts: a string or a list of strings, got dict"),
+    (dict(prompts=["a", None]), "^prompts: every prompt must be a string; prompt 1 is NoneType None"),
+    (dict(options=None), "^options: a list of two or more answers"),
+    (dict(options=5), "^options: a list of two or more answers .*, got int 5"),
+    (dict(options={"Yes": 1, "No": 0}), "^options: a list of two or more answers .*, got dict"),
+    (dict(options=[1, 2]), "^options: a list of two or more answers"),
+    (dict(options=[["Yes", "No"], "x"]), "^options: .* mixes answers and lists of answers"),
+    (dict(options=["Yes", None]), r"^options: each prompt needs two or more different answers \(strings\)"),
+    (dict(gold=5), "^gold: one text, or a list of one text per prompt, got int 5"),
+    (dict(gold=[None]), "^gold: .* value 0 is NoneType None"),
+    (dict(system={"role": "x"}), r"^system: one text, or a list of one text \(or None\) per prompt, got dict"),
+    (dict(progress="yes"), "^progress: True or False"),
+    (dict(model=None), "^model: an embedded model's name, .* got NoneType None"),
+    (dict(model=5), "^model: .* got int 5"),
+    (dict(dtype=None), "^dtype: must be one of"), (dict(batch_size={"a": 1}), "^batch_size: must be"),
+    (dict(adapter_scale=1e30), r"^adapter_scale: must be a number from 0 to 100"),
+    (dict(adapter_scale=None), r"^adapter_scale: must be a number from 0 to 100"),
+    (dict(max_length=512), "^max_length: not a scoring setting"),
+])
+def test_the_scoring_call_refuses_bad_arguments_by_name_before_a_model_loads(change, match, monkeypatch):
+    from nbutils import probe
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    kwargs = dict(model="smollm2-135m-instruct", prompts=["Is it?"], options=["Yes", "No"], progress=False) | change
+    with pytest.raises(ValueError, match=match):
+        probe.score_choices(**kwargs)
+
+
+def test_non_finite_scores_at_a_strength_above_one_name_adapter_scale_not_the_model():
+    from nbutils.engine.settings import non_finite_message
+
+    said = non_finite_message("float32", "none", 3, 8, "p1", adapter_scale=50.0)
+    assert said.startswith("adapter_scale: 50.0: 3 of 8 rows") and "model folder" not in said
+    assert non_finite_message("float32", "none", 3, 8, "p1").startswith("dtype: float32")
+    assert non_finite_message("float32", "none", 3, 8, "p1", adapter_scale=0.5).startswith("dtype: float32")
