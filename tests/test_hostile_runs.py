@@ -477,3 +477,37 @@ def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(p
     assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
     out = capsys.readouterr().out
     assert "items they answer differently (one of them or both wrong), of the 120 both answered" in " ".join(out.split())
+
+
+# ---------------------------------------------------------------- a sidecar checked against the file it describes
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: dict(meta, model="allenai/OLMo-2-1124-13B-Instruct"),  # another model's name in the sidecar
+    lambda meta: dict(meta, adapter_scale=0.5),  # a strength edited: the file is named for full strength
+    lambda meta: dict(meta, adapter=None, adapter_scale=None),  # the adapter taken out
+    lambda meta: dict(meta, dtype_requested="bfloat16"),  # a precision the name does not carry
+])
+def test_a_sidecar_that_does_not_describe_its_file_is_left_out_with_its_name(tmp_path, edit):
+    from nbutils.score_reading import excluded_notes, load_scores
+
+    run = tmp_path / "control"
+    shutil.copytree(CONTROL_RUN, run)
+    side = paths.scores_dir(run) / "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3.json"
+    side.write_text(json.dumps(edit(json.loads(side.read_text()))))
+    df = load_scores(run, SPEC)
+    assert set(df["slug"]) == {"smollm2-135m-instruct"}, "its scores are not shown under the file's name"
+    notes = " ".join(excluded_notes(df))
+    assert side.name in notes and "its sidecar describes" in notes and "score the model again" in notes
+
+
+def test_a_renamed_score_file_is_left_out_and_the_shipped_samples_all_match_their_names(tmp_path):
+    from nbutils.score_reading import load_scores, misnamed
+
+    run = tmp_path / "control"
+    shutil.copytree(CONTROL_RUN, run)
+    for ext in (".parquet", ".json"):
+        (paths.scores_dir(run) / f"smollm2-135m-instruct{ext}").rename(paths.scores_dir(run) / f"gpt-4{ext}")
+    df = load_scores(run, SPEC)
+    assert "gpt-4" not in set(df["slug"]) and "SmolLM2-135M-Instruct" not in set(df["model"])
+    for side in (ROOT / "outputs" / "samples").rglob("scores/*.json"):  # every shipped score file is named for itself
+        assert misnamed(side, json.loads(side.read_text())) is None, side
