@@ -37,8 +37,9 @@ NOTEBOOK = "notebooks/validation/power.ipynb"
 
 def read_params(path) -> dict:
     """The validation's parameter file, every key checked (an error naming the key and the file)."""
-    from nbutils import paths
+    from nbutils import artifacts, paths
     from nbutils.notebooks import load_yaml
+    from nbutils.studies.monotonicity.validation_inputs import check_params
 
     cfg = load_yaml(path, KEYS, "validation")
     for key in ("run_root", "dataset", "seeds", "ladder"):
@@ -47,18 +48,25 @@ def read_params(path) -> dict:
     paths.check_run_dir(cfg["run_root"])
     seeds = cfg["seeds"]
     if (not isinstance(seeds, list) or len(seeds) < 1 or len(set(seeds)) != len(seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)):
-        raise ValueError(f"seeds: must be a list of distinct integers ≥ 0 in {path}, got {seeds!r}")
+            or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= artifacts.SEED_MAX for s in seeds)):
+        raise ValueError(f"seeds: must be a list of distinct integers from 0 to {artifacts.SEED_MAX} in {path}, got "
+                         f"{seeds!r}")
+    if not isinstance(cfg["ladder"], list) or not cfg["ladder"]:
+        raise ValueError(f"ladder: must be a list of model files in {path}, got {cfg['ladder']!r}")
+    if cfg.get("decoy") is not None and not isinstance(cfg["decoy"], str):
+        raise ValueError(f"decoy: must be one model file in {path}, got {cfg['decoy']!r}")
     models = [*cfg["ladder"], *([cfg["decoy"]] if cfg.get("decoy") else [])]
-    if not isinstance(cfg["ladder"], list) or not all(isinstance(m, str) for m in models):
+    if not all(isinstance(m, str) for m in models):
         raise ValueError(f"ladder: must be a list of model files (and decoy one model file) in {path}")
     for m in models:
         if not paths.resolve(m).is_file():
-            raise ValueError(f"ladder: no model file {m} (in {path})")
+            raise ValueError(f"{'decoy' if m == cfg.get('decoy') else 'ladder'}: no model file {m} (in {path})")
     workers = cfg.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: must be an integer ≥ 1 in {path}, got {workers!r}")
-    return dict(cfg, models=models, workers=workers, analyze=dict(cfg.get("analyze") or {}))
+    cfg = dict(cfg, models=models, workers=workers)
+    check_params(cfg, path)  # the analyze block, the dataset at every seed, every model file, one ladder adapter
+    return dict(cfg, analyze=dict(cfg.get("analyze") or {}))
 
 
 def adapter_of(model_file) -> str | None:
@@ -195,7 +203,8 @@ def main(argv=None) -> int:
     ladder = adapter_of(cfg["ladder"][-1])
     decoy = adapter_of(cfg["decoy"]) if cfg.get("decoy") else "none"
     run_notebook(NOTEBOOK, str(root / "power.ipynb"),
-                 {"root": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy})
+                 {"root": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy,
+                  "seeds": list(cfg["seeds"])})  # only the seeds of this file, never a stray folder of the root
     this = {"seeds": seeds, "sweeps_seconds": round(scoring, 1), "total_seconds": round(time.time() - t0, 1),
             "workers": cfg["workers"], "models": [Path(m).name for m in models]}
     before = artifacts.read_json(root / "timing.json") if (root / "timing.json").is_file() else None

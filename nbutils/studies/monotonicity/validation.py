@@ -104,11 +104,15 @@ def seed_rows(summary: dict, arm_of: dict, seed: int, alpha: float = ALPHA) -> l
 
 
 def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | None = None,
-            alpha: float = ALPHA) -> pd.DataFrame:
+            alpha: float = ALPHA, seeds: list[int] | None = None) -> pd.DataFrame:
     """Every seed's rows (``seed_rows``): each run's summary where it is the analysis of its current scores, else
-    ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error)."""
+    ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error).
+    ``seeds``: the seeds to read (None: every ``seed-<N>`` folder); the root is checked first
+    (``validation_inputs.check_root``), before any seed is analysed."""
+    from .validation_inputs import check_root
+
     rows = []
-    for seed, run in seed_runs(root).items():
+    for seed, run in check_root(root, ladder_adapter, decoy_adapter, seeds).items():
         summary = current_summary(run)
         if summary is None:
             if analyse is None:
@@ -205,6 +209,8 @@ def records(tab: pd.DataFrame, rows: pd.DataFrame, share: float = RELIABLE) -> d
 
 
 def _points(x: float) -> str:
+    if x is None or not math.isfinite(x):  # one prompt set: no interval across seeds
+        return "n/a"
     v = round(100 * x, 1)
     return f"{v + 0.0:+.1f}"  # + 0.0: a gap that rounds to zero reads +0.0, never -0.0
 
