@@ -109,9 +109,13 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
 def model_named(name: str, models: list[str], slugs: dict, run_dir, option: str) -> str:
     """The model (its label) ``name`` names, by label or by score file slug; a ValueError naming ``option`` and
     listing the run's models (label and slug) when it names none."""
+    by_slug = {v: k for k, v in slugs.items()}
+    if name in models and by_slug.get(name, name) != name:  # one model's label, another's score file
+        raise ValueError(f"{option}: {name!r} is the label of one model and the score file of another "
+                         f"({by_slug[name]!r}); name the first by its score file {slugs.get(name, name)!r}, the second "
+                         f"by its label {by_slug[name]!r}")
     if name in models:
         return name
-    by_slug = {v: k for k, v in slugs.items()}
     if name in by_slug:
         return by_slug[name]
     listed = ", ".join(f"{m!r} ({slugs[m]})" if slugs.get(m, m) != m else repr(m) for m in models)

@@ -33,13 +33,67 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"run_root", "dataset", "seeds", "ladder", "decoy", "workers", "analyze"}
 NOTEBOOK = "notebooks/validation/power.ipynb"
+ANALYZE_KEYS = ("n_boot",)  # what the script passes on to each seed's analysis
+
+
+def check_params(cfg: dict, source) -> None:
+    """The validation's parameter file (``cfg`` as read, its keys and seeds already checked) before anything runs:
+    ``analyze`` holds only ``ANALYZE_KEYS`` with values the analysis takes; the dataset file is checked against the
+    generate notebook at every seed; every model file as the sweep checks it (``sweep.check_sweep``, which writes
+    nothing); the ladder's files all name one adapter at distinct strengths, and the decoy another adapter."""
+    from nbutils import paths
+    from nbutils.notebooks import check_parameters, load_yaml
+    from nbutils.studies import get
+    from nbutils.studies.monotonicity.params import MonotonicityParams
+    from nbutils.studies.monotonicity.validation_inputs import adapter_name
+    from nbutils.sweep import check_sweep
+
+    analyze = cfg.get("analyze")
+    if analyze is not None and not isinstance(analyze, dict):
+        raise ValueError(f"analyze: must be a mapping (n_boot: …) in {source}, got {analyze!r}")
+    unknown = sorted(set(analyze or {}) - set(ANALYZE_KEYS))
+    if unknown:
+        raise ValueError(f"analyze: {unknown} in {source} is not passed to the seeds' analyses; the block takes "
+                         f"{list(ANALYZE_KEYS)}")
+    try:
+        MonotonicityParams.from_mapping(dict(analyze or {}))
+    except ValueError as err:
+        raise ValueError(f"analyze: {err} (in {source})") from None
+    record = get("monotonicity")
+    data = load_yaml(cfg["dataset"], None, "dataset")
+    for seed in cfg["seeds"]:
+        check_parameters(record.notebooks["generate"], dict(data, seed=seed), f"dataset {cfg['dataset']} at seed {seed}",
+                         fixed=("run_dir",))
+    root = paths.resolve(cfg["run_root"])
+    check_sweep(run_dir=str(root / f"seed-{cfg['seeds'][0]}"), dataset=str(cfg["dataset"]), models=list(cfg["models"]),
+                n_boot=(analyze or {}).get("n_boot"), study="monotonicity")
+    strengths: dict[float, str] = {}
+    ladder_adapter = None
+    for m in cfg["ladder"]:
+        p = yaml.safe_load(paths.resolve(m).read_text()) or {}
+        name = adapter_name(p.get("adapter"))
+        if name is None:
+            raise ValueError(f"ladder: {m} names no adapter; every file of the ladder is the control's adapter at "
+                             "one strength (adapter_scale)")
+        if ladder_adapter is not None and name != ladder_adapter[0]:
+            raise ValueError(f"ladder: {m} names the adapter {p['adapter']!r} and {ladder_adapter[1]} "
+                             f"{ladder_adapter[2]!r}; a ladder is one adapter at several strengths")
+        ladder_adapter = ladder_adapter or (name, m, p["adapter"])
+        scale = float(p.get("adapter_scale", 1.0))
+        if scale in strengths:
+            raise ValueError(f"ladder: {strengths[scale]} and {m} are both strength {scale:g}; give each strength once")
+        strengths[scale] = m
+    if cfg.get("decoy"):
+        decoy = adapter_name((yaml.safe_load(paths.resolve(cfg["decoy"]).read_text()) or {}).get("adapter"))
+        if decoy is None or decoy == ladder_adapter[0]:
+            raise ValueError(f"decoy: {cfg['decoy']} must name an adapter other than the ladder's ({ladder_adapter[2]!r})"
+                             f"; it is read as the false-positive check beside it")
 
 
 def read_params(path) -> dict:
     """The validation's parameter file, every key checked (an error naming the key and the file)."""
     from nbutils import artifacts, paths
     from nbutils.notebooks import load_yaml
-    from nbutils.studies.monotonicity.validation_inputs import check_params
 
     cfg = load_yaml(path, KEYS, "validation")
     for key in ("run_root", "dataset", "seeds", "ladder"):

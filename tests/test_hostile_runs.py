@@ -511,3 +511,86 @@ def test_a_renamed_score_file_is_left_out_and_the_shipped_samples_all_match_thei
     assert "gpt-4" not in set(df["slug"]) and "SmolLM2-135M-Instruct" not in set(df["model"])
     for side in (ROOT / "outputs" / "samples").rglob("scores/*.json"):  # every shipped score file is named for itself
         assert misnamed(side, json.loads(side.read_text())) is None, side
+
+
+# ---------------------------------------------------------------- labels: display text, safe in every output
+
+HOSTILE_LABELS = {"a": "<img src=x onerror=alert(1)> 中文", "b": r"$\foo$ *bold* | [x](javascript:alert(1))"}
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """A two-model run whose labels hold HTML, a link, math with an unknown macro and letters pdflatex cannot set,
+    analysed as any run is (few bootstrap draws, no R; the rule heatmap left out)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from nbutils.studies.monotonicity import analysis, plots
+    from simulated_runs import simulated_run
+
+    run = simulated_run(tmp_path_factory.mktemp("labels"), {"a": lambda p: p["monotonicity"] == "upward",
+                                                            "b": lambda p: p["label"]}, labels=HOSTILE_LABELS)
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        mp.setattr(plots, "rule_agreement", lambda *a, **k: plt.figure(figsize=(2, 2)))
+        a = analysis.analyze_run(run, n_boot=20, use_r=False)
+    return run, a, [str(w.message) for w in said]
+
+
+def test_labels_are_markdown_text_in_results_and_the_notebook(labelled):
+    import mistune
+
+    run, a, _ = labelled
+    text = paths.results_path(run).read_text()
+    assert text == a.text  # the notebook shows the same Markdown
+    html = mistune.html(text)  # as a renderer that passes raw HTML through (nbconvert, mkdocs) renders it
+    assert "<img" not in html and 'href="javascript' not in html and "<em>bold</em>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt; 中文" in html and r"$\foo$ *bold* | [x](javascript:alert(1))" in (
+        html.replace("&quot;", '"'))
+    assert "\\$\\\\foo\\$" in text  # no math either
+    from nbutils.report import headline
+
+    assert any(line.startswith(HOSTILE_LABELS["a"] + ", concept learning") for line in headline(run))  # as typed
+
+
+def test_a_label_pdflatex_cannot_set_is_said_when_the_tables_are_written_and_figures_draw_labels_as_text(labelled):
+    run, a, said = labelled
+    line = next(s for s in said if s.startswith("LaTeX tables: the model label"))
+    assert "has CJK letters" in line and "[U+…]" in line and line in json.loads(paths.summary_path(run).read_text())["_notes"]
+    assert not any("Arabic" in s or r"$\foo$" in s for s in said if s.startswith("LaTeX tables"))
+    assert (paths.figures_dir(run) / "forest_models.png").is_file()  # an unknown macro in a label: drawn, no error
+    tex = (paths.tables_dir(run) / "models.tex").read_text()
+    assert r"\textless{}img" in tex and "[U+4E2D][U+6587]" in tex and r"\$\textbackslash{}foo\$" in tex
+
+
+def test_latex_keeps_fractions_and_superscripts_and_names_other_scripts():
+    from nbutils import labels, latex
+
+    assert [latex.escape(x) for x in ("½", "x³", "ﬁ", "ǅ")] == [r"\textonehalf{}", "x$^3$", "fi", "Dz"]
+    assert labels.latex_unset("نموذج מודל 模型 model") == ["Arabic", "CJK", "Hebrew"]
+    assert labels.latex_unset("Modèle ½ x³") == []
+
+
+@pytest.mark.parametrize("label, safe", [("- x", r"\- x"), ("1. first", r"1\. first"), ("# head", r"\# head"),
+                                         ("a_b*c", r"a\_b\*c"), ("plain-name.v2 (8bit)", "plain-name.v2 (8bit)")])
+def test_a_label_at_the_start_of_a_list_item_stays_text(label, safe):
+    from nbutils import labels
+
+    assert labels.markdown(label) == safe
+    assert labels.markdown_text(f"- {label}, concept learning: x\n| {safe} |", [label]) == (
+        f"- {safe}, concept learning: x\n| {safe} |")
+
+
+def test_a_label_that_is_another_models_file_name_is_refused_and_show_never_guesses(tmp_path):
+    from nbutils.items import model_named
+    from nbutils.score_reading import load_scores
+    from simulated_runs import simulated_run
+
+    run = simulated_run(tmp_path, {"a": lambda p: p["label"], "b": lambda p: p["label"]}, labels={"a": "b"})
+    with pytest.raises(ValueError, match=r"^label: .*a.json goes by 'b', the file name of .*b.json's scores"):
+        load_scores(run, SPEC)
+    with pytest.raises(ValueError, match=r"^--model: 'b' is the label of one model and the score file of another"):
+        model_named("b", ["b", "B"], {"b": "a", "B": "b"}, run, "--model")
+    with pytest.raises(ValueError, match="with a letter or digit"):
+        ScoreSettings(label="<<>>")

@@ -26,6 +26,7 @@ from ... import artifacts, paths
 from ...headline import entries
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
+from .validation_inputs import check_root, same_adapter
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
@@ -44,12 +45,6 @@ def seed_runs(root) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def _same_adapter(recorded, wanted: str) -> bool:
-    if not isinstance(recorded, str) or not recorded:
-        return False
-    return Path(recorded).name.rstrip("/") == Path(wanted).name.rstrip("/")
-
-
 def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
     """Score file stem (the model's name in the analysis) → its arm and dose, from each sidecar's ``adapter`` and
     ``adapter_scale`` (the ladder's dose is the scale, 1 where none is recorded; the decoy's is 1). A score file of
@@ -60,9 +55,9 @@ def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
         adapter = meta.get("adapter")
         scale = meta.get("adapter_scale")
         dose = 1.0 if scale is None else float(scale)
-        if _same_adapter(adapter, ladder_adapter):
+        if same_adapter(adapter, ladder_adapter):
             out[side.stem] = {"arm": "ladder", "dose": dose}
-        elif _same_adapter(adapter, decoy_adapter):
+        elif same_adapter(adapter, decoy_adapter):
             out[side.stem] = {"arm": "decoy", "dose": dose}
     return out
 
@@ -109,10 +104,8 @@ def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | N
     ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error).
     ``seeds``: the seeds to read (None: every ``seed-<N>`` folder); the root is checked first
     (``validation_inputs.check_root``), before any seed is analysed."""
-    from .validation_inputs import check_root
-
     rows = []
-    for seed, run in check_root(root, ladder_adapter, decoy_adapter, seeds).items():
+    for seed, run in check_root(seed_runs(root), root, ladder_adapter, decoy_adapter, seeds).items():
         summary = current_summary(run)
         if summary is None:
             if analyse is None:
