@@ -43,7 +43,9 @@ def check_params(cfg: dict, source) -> None:
     nothing); the ladder's files all name one adapter at distinct strengths, and the decoy another adapter."""
     from nbutils import paths
     from nbutils.notebooks import check_parameters, load_yaml
+    from nbutils.parameters import declared
     from nbutils.studies import get
+    from nbutils.studies.monotonicity.dataset import validate_parameters
     from nbutils.studies.monotonicity.params import MonotonicityParams
     from nbutils.studies.monotonicity.validation_inputs import adapter_name
     from nbutils.sweep import check_sweep
@@ -61,9 +63,16 @@ def check_params(cfg: dict, source) -> None:
         raise ValueError(f"analyze: {err} (in {source})") from None
     record = get("monotonicity")
     data = load_yaml(cfg["dataset"], None, "dataset")
-    for seed in cfg["seeds"]:
+    defaults = {k: v for k, (_, v) in declared(record.notebooks["generate"]).items()}
+    for seed in cfg["seeds"]:  # as the notebook declares them, then as the dataset builds them (one seed's check)
         check_parameters(record.notebooks["generate"], dict(data, seed=seed), f"dataset {cfg['dataset']} at seed {seed}",
                          fixed=("run_dir",))
+    given = {**defaults, **data, "seed": cfg["seeds"][0]}
+    try:
+        validate_parameters(**{k: given[k] for k in ("concepts", "conditions", "prompts_per_concept", "n_examples",
+                                                      "seed")})
+    except ValueError as err:
+        raise ValueError(f"dataset: {cfg['dataset']}: {err}") from None
     root = paths.resolve(cfg["run_root"])
     check_sweep(run_dir=str(root / f"seed-{cfg['seeds'][0]}"), dataset=str(cfg["dataset"]), models=list(cfg["models"]),
                 n_boot=(analyze or {}).get("n_boot"), study="monotonicity")

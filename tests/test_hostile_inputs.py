@@ -1320,7 +1320,9 @@ def _validation_script():
     (dict(analyze={"n_boot": -5}), r"^analyze: n_boot: must be an integer ≥ 1, got -5"),
     (dict(analyze=[1]), "^analyze: must be a mapping"),
     (dict(dataset="params/monotonicity/datasets/no-such.yaml"), r"^dataset: .*no-such.yaml does not exist"),
-    (dict(seeds=[31, 2**64]), r"^seeds?: "),
+    (dict(seeds=[31, 2**64]), r"^seeds: must be a list of distinct integers from 0 to 9223372036854775807"),
+    (dict(dataset="params/monotonicity/datasets/bad-concept.yaml"), r"^dataset: .*bad-concept.yaml: concepts: cannot "
+                                                                    r"parse concept 'around 1/2'"),
     (dict(ladder="params/validation/upward-control-s0.yaml"), "^ladder: must be a list of model files"),
     (dict(ladder=5), "^ladder: must be a list of model files"),
     (dict(ladder=["params/validation/upward-control-s0.yaml", "params/models/smollm2-135m-instruct.yaml"]),
@@ -1334,6 +1336,8 @@ def _validation_script():
 ])
 def test_every_validation_parameter_is_checked_before_anything_runs(tmp_path, change, match):
     script = _validation_script()
+    if "bad-concept" in str(change.get("dataset")):  # a dataset file the generate notebook would refuse
+        change = dict(change, dataset=yaml_file(tmp_path, "bad-concept.yaml", {"concepts": ["around 1/2"]}))
     cfg = dict(yaml.safe_load((ROOT / "params" / "validation.yaml").read_text()), run_root=str(tmp_path / "root"),
                **change)
     with pytest.raises(ValueError, match=match):
