@@ -110,6 +110,8 @@ def _show(args) -> int:
 
     from . import items as it
 
+    if args.disagree and args.model:
+        raise ValueError("--model: does not go with --disagree, which names the two models whose answers it shows")
     df = it.items(args.run_dir, args.model)
     if args.disagree:
         df = it.disagree(df, *args.disagree, run_dir=args.run_dir)

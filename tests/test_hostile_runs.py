@@ -474,6 +474,8 @@ def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(p
     assert wrong["margin"].abs().where(~wrong["correct"].astype(bool)).idxmax() in wrong.index[:2]
     with pytest.raises(ValueError, match="^--where: model= does not go with --disagree"):
         select(pairs, [f"model={a}"])
+    assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--model", a]) == 2  # not "0 items of b scored"
+    assert "--model: does not go with --disagree" in capsys.readouterr().err
     assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
     out = capsys.readouterr().out
     assert "items they answer differently (one of them or both wrong), of the 120 both answered" in " ".join(out.split())
