@@ -266,9 +266,10 @@ def _pts(x: float) -> str:
 
 
 def pooled_ci(r: dict) -> tuple[float, float]:
-    """The pooled gap's own 95% CI from a record: estimate ± t_df · SE (Hartung–Knapp)."""
+    """The pooled gap's own 95% CI from a record: estimate ± t_df · SE (Hartung–Knapp), cut at ±100 points as the
+    prediction interval is (a gap of accuracies lies in [−1, 1])."""
     half = sps.t.ppf(0.975, r["df"]) * r["se"]
-    return r["estimate"] - half, r["estimate"] + half
+    return max(r["estimate"] - half, -1.0), min(r["estimate"] + half, 1.0)
 
 
 def _show(n: int) -> str:
