@@ -190,9 +190,10 @@ def one_seed(cfg: dict, seed: int, models: list[str], root: Path) -> dict:
             "skipped": list(report.skipped), "failed": failed}
 
 
-def make_sample(root: Path, dest: Path) -> list[Path]:
+def make_sample(root: Path, dest: Path, seeds: list[int] | None = None) -> list[Path]:
     """Copy each seed's prompts, score files and their sidecars and analysis summary from the run root into ``dest``,
-    a new folder (what ``outputs/samples/validation/`` ships: the power notebook reads it without a model)."""
+    a new folder (what ``outputs/samples/validation/`` ships: the power notebook reads it without a model); ``seeds``:
+    those of the parameter file only (a folder another run left in the root is not copied)."""
     import shutil
 
     from nbutils import paths
@@ -201,7 +202,13 @@ def make_sample(root: Path, dest: Path) -> list[Path]:
     if dest.exists():
         raise ValueError(f"--sample-only: {dest} exists; give a new folder (nothing is overwritten)")
     copied = []
-    for seed, run in validation.seed_runs(root).items():
+    runs = validation.seed_runs(root)
+    missing = [s for s in seeds or () if s not in runs]
+    if missing:
+        raise ValueError(f"--sample-only: {root} holds no run of seed {missing[0]}; run the study first")
+    for seed, run in runs.items():
+        if seeds is not None and seed not in seeds:
+            continue
         if validation.current_summary(run) is None:
             raise ValueError(f"--sample-only: {run} has no analysis of its current scores; run the study first")
         (dest / run.name / "scores").mkdir(parents=True)
@@ -243,7 +250,7 @@ def main(argv=None) -> int:
 
     if args.sample_only:
         try:
-            files = make_sample(paths.resolve(cfg["run_root"]), paths.resolve(args.sample_only))
+            files = make_sample(paths.resolve(cfg["run_root"]), paths.resolve(args.sample_only), list(cfg["seeds"]))
         except ValueError as err:
             print(f"validation: {err}", file=sys.stderr)
             return 2

@@ -1399,3 +1399,13 @@ def test_the_validation_words_hold_a_strength_seen_in_one_seed(validation_root):
     summary = validation.records(validation.table(rows), rows)
     words = validation.text(summary) + validation.markdown_table(summary)
     assert "(95% CI across seeds n/a to n/a)" in words
+
+
+def test_the_sample_copy_takes_only_the_seeds_of_the_parameter_file(validation_root, tmp_path):
+    script = _validation_script()
+    shutil.copytree(validation_root / "seed-31", validation_root / "seed-99")  # left by another run
+    script.make_sample(validation_root, tmp_path / "sample", [31, 32])
+    assert sorted(p.name for p in (tmp_path / "sample").iterdir()) == ["seed-31", "seed-32"]
+    with pytest.raises(ValueError, match="^--sample-only: .* holds no run of seed 34"):
+        script.make_sample(validation_root, tmp_path / "other", [31, 34])
+    assert not (tmp_path / "other").exists()
