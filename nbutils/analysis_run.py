@@ -88,13 +88,17 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     for name, fig in figures.items():
         files += artifacts.save_figure(fig, fdir / name)
         plt.close(fig)
-    unset = {m: labels.latex_unset(m) for m in names} if any(f.suffix == ".tex" for f in files) else {}
-    for m, scripts in unset.items():  # said when the tables are written, not found when a paper fails to compile
-        if scripts:
-            line = (f"LaTeX tables: the model label {m!r} has {' and '.join(scripts)} letters, which pdflatex cannot set "
-                    "with the packages the tables use; they are written as their code points ([U+…]). For a paper, "
-                    "give the model a `label:` in Latin letters, or set those cells in XeLaTeX or LuaLaTeX with a font "
-                    "that has them")
+    tex, drawn = any(f.suffix == ".tex" for f in files), bool(figures)
+    for m in names:  # said when the tables and figures are written, not found when a paper fails to compile
+        lines = [f"LaTeX tables: the model label {m!r} has {' and '.join(s)} letters, which pdflatex cannot set with "
+                 "the packages the tables use; they are written as their code points ([U+…]). For a paper, give the "
+                 "model a `label:` in Latin letters, or set those cells in XeLaTeX or LuaLaTeX with a font that has "
+                 "them" for s in [labels.latex_unset(m) if tex else []] if s]
+        lines += [f"figures: the model label {m!r} has {' and '.join(s)} letters, which no font the figures use has; "
+                  "they are drawn as empty boxes. Install a font that has them and name it first in matplotlib's "
+                  "font.family, or give the model a `label:` in letters the figures have"
+                  for s in [labels.figure_unset(m) if drawn else []] if s]
+        for line in lines:
             warnings.warn(line, stacklevel=3)
             a.notes.append(line)
             a.summary["_notes"] = list(dict.fromkeys([*(a.summary.get("_notes") or []), line]))

@@ -83,6 +83,24 @@ def latex_unset(label: str) -> list[str]:
     return sorted(w if w in ("CJK", "unnamed") else w.title() for w in scripts)
 
 
+def figure_unset(label: str) -> list[str]:
+    """The scripts of the letters in ``label`` that no font the figures use has (matplotlib draws them as empty
+    boxes): ``["CJK"]``; empty when the fonts have every one."""
+    import unicodedata
+
+    import matplotlib
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    props = font_manager.FontProperties(family=matplotlib.rcParams["font.family"])
+    find = getattr(font_manager.fontManager, "_find_fonts_by_props", None)  # the fallback list, where there is one
+    fonts = [FT2Font(str(f)) for f in (find(props) if find else [font_manager.findfont(props)])]
+    missing = [ch for ch in dict.fromkeys(str(label)) if ch.isprintable() and not ch.isspace()
+               and not any(f.get_char_index(ord(ch)) for f in fonts)]
+    scripts = {(unicodedata.name(ch, "").split(" ")[0] or "unnamed") for ch in missing}
+    return sorted(w if w in ("CJK", "unnamed") else w.title() for w in scripts)
+
+
 def distinct(entries: Mapping[str, tuple[str, bool, str]]) -> dict[str, str]:
     """Each entry's label, one per entry (``entries``: file → (label, whether a model file gave it, the file's slug)):
     two files that go by one label are refused, naming both, when either label was given; two derived alike (two

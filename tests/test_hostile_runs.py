@@ -561,6 +561,9 @@ def test_a_label_pdflatex_cannot_set_is_said_when_the_tables_are_written_and_fig
     line = next(s for s in said if s.startswith("LaTeX tables: the model label"))
     assert "has CJK letters" in line and "[U+…]" in line and line in json.loads(paths.summary_path(run).read_text())["_notes"]
     assert not any("Arabic" in s or r"$\foo$" in s for s in said if s.startswith("LaTeX tables"))
+    from nbutils import labels  # letters the figures' fonts lack (here: the Han letters, with matplotlib's own fonts)
+    drawn = [s for s in said if s.startswith("figures: the model label")]
+    assert len(drawn) == bool(labels.figure_unset(HOSTILE_LABELS["a"])) and all("empty boxes" in s for s in drawn)
     assert (paths.figures_dir(run) / "forest_models.png").is_file()  # an unknown macro in a label: drawn, no error
     tex = (paths.tables_dir(run) / "models.tex").read_text()
     assert r"\textless{}img" in tex and "[U+4E2D][U+6587]" in tex and r"\$\textbackslash{}foo\$" in tex
