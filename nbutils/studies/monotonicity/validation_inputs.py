@@ -72,7 +72,8 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
         for arm, adapter in (("ladder", ladder_adapter), ("decoy", decoy)):
             if adapter is not None and not any(a == arm for a, _ in arms):
                 raise ValueError(f"{arm}_adapter: {run} holds no scores of {adapter!r}; its score files record the "
-                                 f"adapters {sorted(recorded) or 'none'}")
+                                 f"adapters {sorted(recorded) or 'none'}"
+                                 + ("; decoy_adapter='none' reads a study without a decoy" if arm == "decoy" else ""))
         arms_of[seed] = arms
     first, want = next(iter(arms_of.items()))
     for seed, arms in arms_of.items():
