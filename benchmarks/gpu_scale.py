@@ -119,9 +119,9 @@ def gpu_device(device: str, script: str) -> str:
     import sys
 
     if device == "auto" and not torch.cuda.is_available():
-        print(f"{script}: no CUDA GPU is visible (torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}): "
-              "these are GPU measurements and are not run on a CPU; run it on a CUDA machine, or give --device cpu "
-              "--layers 1 --n 8 for a dry run of the script", file=sys.stderr)
+        print(f"{script}: no CUDA GPU is visible (torch {torch.__version__}, CUDA build "
+              f"{torch.version.cuda or 'none'}): these are GPU measurements and are not run on a CPU; run it on a "
+              "CUDA machine, or give --device cpu --layers 1 --n 8 for a dry run of the script", file=sys.stderr)
         raise SystemExit(2)
     try:
         return resolve_device(device)

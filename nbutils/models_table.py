@@ -181,8 +181,8 @@ def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], l
 
 
 def markdown(summary: dict, alpha: float = ALPHA) -> str:
-    """The table in Markdown for ``results.md``, under ``MODELS_HEADING`` (what Markdown, its HTML or math would read in a
-    name, ``|``, ``<``, ``$``, …, escaped)."""
+    """The table in Markdown for ``results.md``, under ``MODELS_HEADING`` (what Markdown, its HTML or math would read
+    in a name, ``|``, ``<``, ``$``, …, escaped)."""
     cols, rows = shown(summary, alpha)
     esc = (lambda s: "".join("\\" + ch if ch in "\\|*_`[]<>#!$~&{}" else " " if ch == "\n" else ch for ch in str(s)))
     lines = [MODELS_HEADING, "", "| " + " | ".join(h for _, h in cols) + " |",

@@ -10,7 +10,8 @@
 #
 # Extra arguments after the step go to the script (e.g. --precisions bfloat16,4bit or --n 100).
 # Without a CUDA GPU visible to $PYTHON's PyTorch every step is refused (exit 2) before anything is written: these are
-# GPU measurements. A dry run of a benchmark script on a CPU: python benchmarks/gpu_checks.py --device cpu --layers 1 --n 8
+# GPU measurements. A dry run of a benchmark script on a CPU:
+#   python benchmarks/gpu_checks.py --device cpu --layers 1 --n 8
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step=${1:?usage: bash scripts/gpu_checks.sh tests|checks|scale CONFIG|resume [script arguments]}

@@ -65,8 +65,8 @@ def check_params(cfg: dict, source) -> None:
     data = load_yaml(cfg["dataset"], None, "dataset")
     defaults = {k: v for k, (_, v) in declared(record.notebooks["generate"]).items()}
     for seed in cfg["seeds"]:  # as the notebook declares them, then as the dataset builds them (one seed's check)
-        check_parameters(record.notebooks["generate"], dict(data, seed=seed), f"dataset {cfg['dataset']} at seed {seed}",
-                         fixed=("run_dir",))
+        check_parameters(record.notebooks["generate"], dict(data, seed=seed),
+                         f"dataset {cfg['dataset']} at seed {seed}", fixed=("run_dir",))
     given = {**defaults, **data, "seed": cfg["seeds"][0]}
     try:
         validate_parameters(**{k: given[k] for k in ("concepts", "conditions", "prompts_per_concept", "n_examples",
@@ -95,8 +95,8 @@ def check_params(cfg: dict, source) -> None:
     if cfg.get("decoy"):
         decoy = adapter_name((yaml.safe_load(paths.resolve(cfg["decoy"]).read_text()) or {}).get("adapter"))
         if decoy is None or decoy == ladder_adapter[0]:
-            raise ValueError(f"decoy: {cfg['decoy']} must name an adapter other than the ladder's ({ladder_adapter[2]!r})"
-                             f"; it is read as the false-positive check beside it")
+            raise ValueError(f"decoy: {cfg['decoy']} must name an adapter other than the ladder's "
+                             f"({ladder_adapter[2]!r}); it is read as the false-positive check beside it")
 
 
 def read_params(path) -> dict:

@@ -1381,7 +1381,8 @@ def test_a_strength_missing_from_a_seed_or_edited_in_a_sidecar_is_refused_naming
     quarter = "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3-s0.25"
     for ext in (".json", ".parquet"):
         (seed32 / f"{quarter}{ext}").unlink()
-    with pytest.raises(ValueError, match=r"^root: the ladder at strength 0.25 was scored in seed 31 and not in seed 32"):
+    with pytest.raises(ValueError, match=r"^root: the ladder at strength 0.25 was scored in seed 31 and not in "
+                                         r"seed 32"):
         _collect(validation_root)
     side = paths.scores_dir(validation_root / "seed-33") / f"{quarter}.json"
     side.write_text(json.dumps(dict(json.loads(side.read_text()), adapter_scale=0.3)))

@@ -425,8 +425,9 @@ def test_the_gpu_benchmarks_refuse_a_cpu_unless_asked_for_a_dry_run(tmp_path, mo
     assert gpu_scale.gpu_device("cpu", "gpu_checks.py") == "cpu"
     for script in ("gpu_checks.py", "gpu_scale.py", "gpu_resume.py"):  # each script's device comes from that check
         assert f'gpu_device(args.device, "{script}")' in (ROOT / "benchmarks" / script).read_text()
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_resume.py"), "--out", str(tmp_path / "x.json")],
-                          cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_resume.py"), "--out",
+                           str(tmp_path / "x.json")], cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "gpu_resume.py: no CUDA GPU is visible" in done.stderr, done.stderr
     assert "--device cpu" in done.stderr and not (tmp_path / "x.json").exists()
 
@@ -449,7 +450,8 @@ def test_disagree_on_two_models_with_no_item_in_common_says_so_not_full_agreemen
 
     df, (a, b) = paired
     ids = sorted(df["prompt_id"].unique())
-    apart = df[((df["model"] == a) & df["prompt_id"].isin(ids[::2])) | ((df["model"] == b) & df["prompt_id"].isin(ids[1::2]))]
+    apart = df[((df["model"] == a) & df["prompt_id"].isin(ids[::2]))
+               | ((df["model"] == b) & df["prompt_id"].isin(ids[1::2]))]
     apart.attrs = dict(df.attrs)
     with pytest.raises(ValueError, match=r"^--disagree: .* share no scored item \(60 and 60 items scored\), so there "
                                          r"is nothing to compare"):
@@ -478,7 +480,8 @@ def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(p
     assert "--model: does not go with --disagree" in capsys.readouterr().err
     assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
     out = capsys.readouterr().out
-    assert "items they answer differently (one of them or both wrong), of the 120 both answered" in " ".join(out.split())
+    said = " ".join(out.split())
+    assert "items they answer differently (one of them or both wrong), of the 120 both answered" in said
 
 
 # ---------------------------------------------------------------- a sidecar checked against the file it describes
@@ -559,7 +562,8 @@ def test_labels_are_markdown_text_in_results_and_the_notebook(labelled):
 def test_a_label_pdflatex_cannot_set_is_said_when_the_tables_are_written_and_figures_draw_labels_as_text(labelled):
     run, a, said = labelled
     line = next(s for s in said if s.startswith("LaTeX tables: the model label"))
-    assert "has CJK letters" in line and "[U+…]" in line and line in json.loads(paths.summary_path(run).read_text())["_notes"]
+    assert "has CJK letters" in line and "[U+…]" in line
+    assert line in json.loads(paths.summary_path(run).read_text())["_notes"]
     assert not any("Arabic" in s or r"$\foo$" in s for s in said if s.startswith("LaTeX tables"))
     from nbutils import labels  # letters the figures' fonts lack (here: the Han letters, with matplotlib's own fonts)
     drawn = [s for s in said if s.startswith("figures: the model label")]
