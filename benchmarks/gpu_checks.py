@@ -31,10 +31,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gpu_scale import add_model_arguments, build_from_args, load_precision, score_all
+from gpu_scale import add_model_arguments, build_from_args, gpu_device, load_precision, score_all
 from nbutils import artifacts
 from nbutils.engine.choices import build_requests
-from nbutils.engine.loading.host import resolve_device
 from nbutils.studies.monotonicity.dataset import generate_prompts
 
 REFERENCE = {"bfloat16": "float32", "float16": "bfloat16", "8bit": "bfloat16", "4bit": "bfloat16"}
@@ -139,7 +138,7 @@ def main() -> None:
     ap.add_argument("--batched", default="auto", help="the batched run's batch_size: auto (the run's token budget) or N")
     args = ap.parse_args()
     batched = args.batched if args.batched == "auto" else int(args.batched)
-    device = resolve_device(args.device)
+    device = gpu_device(args.device, "gpu_checks.py")
     texts = mixed_prompts(args.n)
     report = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
               "n_prompts": len(texts), "batched": args.batched, "versions": artifacts.versions(),

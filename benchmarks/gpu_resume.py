@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpu_scale import add_model_arguments, build_from_args
+from gpu_scale import add_model_arguments, build_from_args, gpu_device
 
 def make_run(run: Path, n: int) -> int:
     """A monotonicity run directory with at least ``n`` prompts (both concepts, both conditions); its row count."""
@@ -94,9 +94,8 @@ def main() -> None:
     import torch
 
     from nbutils import artifacts, paths
-    from nbutils.engine.loading.host import resolve_device
 
-    args.device = resolve_device(args.device)
+    args.device = gpu_device(args.device, "gpu_resume.py")
     report = {"device": torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "cpu",
               "precision": args.precision, "checkpoint_every": args.checkpoint_every, "versions": artifacts.versions(),
               "created": artifacts.now_utc()}

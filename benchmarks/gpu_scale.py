@@ -104,11 +104,30 @@ def build_random_model(config_path: Path, folder: Path, layers: int | None = Non
 def add_model_arguments(ap) -> None:
     """The options every GPU script shares: the architecture, device, tokenizer, shrinking for quick checks, output."""
     ap.add_argument("--config", type=Path, default=CONFIG, help="a config.json of a real architecture")
-    ap.add_argument("--device", default="auto")
+    ap.add_argument("--device", default="auto",
+                    help="auto (a CUDA GPU; refused without one), cuda, cuda:N, or cpu for a dry run at small sizes")
     ap.add_argument("--tokenizer", type=Path, default=None, help="a saved tokenizer folder (default: the embedded model's)")
     ap.add_argument("--layers", type=int, default=None, help="override num_hidden_layers (quick checks only)")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a config value (quick checks)")
     ap.add_argument("--out", type=Path, default=None)
+
+
+def gpu_device(device: str, script: str) -> str:
+    """The device a GPU script measures on: ``auto`` is a CUDA GPU, and a machine without one is refused (exit 2)
+    rather than measured on its CPU under a GPU script's name; ``cpu`` asks for a dry run of the script (with
+    ``--layers`` and a small ``--n``), its report saying ``cpu``."""
+    import sys
+
+    if device == "auto" and not torch.cuda.is_available():
+        print(f"{script}: no CUDA GPU is visible (torch {torch.__version__}, CUDA build "
+              f"{torch.version.cuda or 'none'}): these are GPU measurements and are not run on a CPU; run it on a "
+              "CUDA machine, or give --device cpu --layers 1 --n 8 for a dry run of the script", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        return resolve_device(device)
+    except ValueError as err:
+        print(f"{script}: --{err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def build_from_args(args, folder: Path, device: str) -> dict:
@@ -171,7 +190,7 @@ def main() -> None:
     ap.add_argument("--project", type=int, default=38_000, help="prompts of one model's paper-sized column, to project")
     args = ap.parse_args()
     batch_size = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
-    device = resolve_device(args.device)
+    device = gpu_device(args.device, "gpu_scale.py")
     texts = benchmark_prompts(args.n)
     gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     report = {"device": gpu, "n_prompts": len(texts), "batch_size": args.batch_size, "versions": artifacts.versions(),

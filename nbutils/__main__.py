@@ -123,6 +123,8 @@ def _show(args) -> int:
 
     from . import items as it
 
+    if args.disagree and args.model:
+        raise ValueError("--model: does not go with --disagree, which names the two models whose answers it shows")
     df = it.items(args.run_dir, args.model)
     if args.disagree:
         df = it.disagree(df, *args.disagree, run_dir=args.run_dir)
@@ -137,7 +139,8 @@ def _show(args) -> int:
     width = max(shutil.get_terminal_size((it.WIDTH, 24)).columns, 40)  # $COLUMNS first, then the terminal, else 120
     head = textwrap.wrap(it.margin_line(shown) or "", width, break_on_hyphens=False)
     what = (f"rows, both models' answers to the {chosen[df.attrs['id_column']].nunique()} items they answer "
-            f"differently" if args.disagree else "items")
+            f"differently{' (one of them or both wrong)' if args.wrong else ''}, of the {df.attrs['shared']} "
+            "both answered" if args.disagree else "items")
     if args.closest:  # the N closest of how many
         what += f" of smallest |margin|, the closest of {len(it.select(df, args.where, args.wrong))}"
     tail = (f"{len(shown)} of {len(chosen)} {what}" + (f" ({more} more: --limit N)" if more else "")

@@ -18,13 +18,14 @@ them, else with the Python fit that stands in for it; False always uses Python.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from . import artifacts, paths, precision, runlock
+from . import artifacts, labels, paths, precision, runlock
 from .analysis_params import AnalysisParams
 from .runstore import excluded_notes, split_precisions
 
@@ -75,6 +76,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
     for folder in (tdir, fdir):
         paths.check_inside(run, folder / "x", "run_dir")
+    names = model_names(a.summary)
     files = []
     for name, t in a.tables.items():
         if name not in skip:
@@ -86,7 +88,22 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     for name, fig in figures.items():
         files += artifacts.save_figure(fig, fdir / name)
         plt.close(fig)
-    if a.text:
+    tex, drawn = any(f.suffix == ".tex" for f in files), bool(figures)
+    for m in names:  # said when the tables and figures are written, not found when a paper fails to compile
+        lines = [f"LaTeX tables: the model label {m!r} has {' and '.join(s)} letters, which pdflatex cannot set with "
+                 "the packages the tables use; they are written as their code points ([U+…]). For a paper, give the "
+                 "model a `label:` in Latin letters, or set those cells in XeLaTeX or LuaLaTeX with a font that has "
+                 "them" for s in [labels.latex_unset(m) if tex else []] if s]
+        lines += [f"figures: the model label {m!r} has {' and '.join(s)} letters, which no font the figures use has; "
+                  "they are drawn as empty boxes. Install a font that has them and name it first in matplotlib's "
+                  "font.family, or give the model a `label:` in letters the figures have"
+                  for s in [labels.figure_unset(m) if drawn else []] if s]
+        for line in lines:
+            warnings.warn(line, stacklevel=3)
+            a.notes.append(line)
+            a.summary["_notes"] = list(dict.fromkeys([*(a.summary.get("_notes") or []), line]))
+    if a.text:  # model labels are display text: Markdown shows them as they are, never as HTML, links or math
+        a.text = labels.markdown_text(a.text, names)
         files.append(artifacts.write_text(a.text, paths.results_path(run)))
     if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
         from .headline import entries
@@ -97,6 +114,21 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
     files.append(artifacts.write_json(summary_json(a.summary), paths.summary_path(run)))
     a.files = files
     return files
+
+
+def model_names(summary: dict) -> list[str]:
+    """The model labels an analysis's summary holds (its models, its label → slug map, the design's list)."""
+    design = (summary.get("design") or {}).get("models") or []
+    return list(dict.fromkeys([*(summary.get("labels") or {}), *(summary.get("models") or {}),
+                               *(m for m in design if isinstance(m, str))]))
+
+
+def figures_as_text():
+    """A context in which figures draw every text as it is, never as mathtext: a label's ``$…$`` or an unknown
+    macro in it is its characters in every figure, not math in one and an error in another."""
+    import matplotlib
+
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def clear_results(run_dir) -> None:
@@ -181,5 +213,6 @@ def run(run_dir, steps: Steps, params: AnalysisParams) -> Analysis:
         for label, slug in slugs.items():
             if isinstance((a.summary.get("models") or {}).get(label), dict):
                 a.summary["models"][label]["slug"] = slug
-    steps.write(a, run_dir, variants)
+    with figures_as_text():
+        steps.write(a, run_dir, variants)
     return a

@@ -109,9 +109,13 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
 def model_named(name: str, models: list[str], slugs: dict, run_dir, option: str) -> str:
     """The model (its label) ``name`` names, by label or by score file slug; a ValueError naming ``option`` and
     listing the run's models (label and slug) when it names none."""
+    by_slug = {v: k for k, v in slugs.items()}
+    if name in models and by_slug.get(name, name) != name:  # one model's label, another's score file
+        raise ValueError(f"{option}: {name!r} is the label of one model and the score file of another "
+                         f"({by_slug[name]!r}); name the first by its score file {slugs.get(name, name)!r}, the second "
+                         f"by its label {by_slug[name]!r}")
     if name in models:
         return name
-    by_slug = {v: k for k, v in slugs.items()}
     if name in by_slug:
         return by_slug[name]
     listed = ", ".join(f"{m!r} ({slugs[m]})" if slugs.get(m, m) != m else repr(m) for m in models)
@@ -132,16 +136,20 @@ def disagree(df: pd.DataFrame, first: str, second: str, run_dir="the run") -> pd
     id_col = df.attrs["id_column"]
     wide = df[df["model"].isin([a, b])].pivot_table(index=id_col, columns="model", values=["choice", "margin"],
                                                       aggfunc="first")
-    if a not in wide["choice"].columns or b not in wide["choice"].columns:
-        return df.head(0)
-    wide = wide.dropna(subset=[("choice", a), ("choice", b)])
+    shared = wide.dropna(subset=[("choice", a), ("choice", b)]) if (
+        a in wide["choice"].columns and b in wide["choice"].columns) else wide.head(0)
+    if shared.empty:  # nothing to compare: not "0 items they answer differently", which reads as full agreement
+        counts = df[df["model"].isin([a, b])].groupby("model")[id_col].nunique()
+        raise ValueError(f"--disagree: {a!r} and {b!r} share no scored item ({int(counts.get(a, 0))} and "
+                         f"{int(counts.get(b, 0))} items scored), so there is nothing to compare")
+    wide = shared
     differ = wide[wide[("choice", a)] != wide[("choice", b)]]
     gap = (differ[("margin", a)] - differ[("margin", b)]).abs().sort_values(ascending=False, kind="stable")
     rank = {i: k for k, i in enumerate(gap.index)}
     out = df[df["model"].isin([a, b]) & df[id_col].isin(rank)]
     order = np.lexsort(((out["model"] != a).to_numpy(), out[id_col].map(rank).to_numpy()))
     res = out.iloc[order]
-    res.attrs = dict(df.attrs)
+    res.attrs = dict(df.attrs, pair=[a, b], shared=len(wide))  # ``select`` keeps an item's two rows together
     return res
 
 
@@ -182,6 +190,8 @@ def select(df: pd.DataFrame, where: Iterable[str] = (), wrong: bool = False, clo
     ``where``: ``KEY=VALUE`` filters (a key given twice matches either value; different keys must all match); an
     unknown key or value is a ValueError listing the keys, or that key's values. ``wrong``: errors only, the most
     confident first (largest |margin|). ``closest``: the N smallest |margin|. ``limit``: at most that many rows.
+    On ``disagree``'s pairs an item ``wrong`` or ``closest`` keeps (either model wrong, or close) keeps both models'
+    rows, and ``where`` takes no ``model``.
     """
     wanted: dict[str, list[str]] = {}
     for pair in where:
@@ -193,12 +203,16 @@ def select(df: pd.DataFrame, where: Iterable[str] = (), wrong: bool = False, clo
     for key, values in wanted.items():
         if key not in keys:
             raise ValueError(f"--where: {key!r} is not a key of this run; its keys are {keys}")
+        if key == "model" and df.attrs.get("pair"):
+            raise ValueError("--where: model= does not go with --disagree, which shows both models' answers to each "
+                             "item; show one model's with --model")
         have = sorted({_key(v) for v in df[key]}, key=_natural)
         missing = [v for v in values if v not in have]
         if missing:
             shown = have if len(have) <= 40 else have[:40] + [f"… ({len(have) - 40} more)"]
             raise ValueError(f"--where: {key} has no value {missing[0]!r} in this run; its values are {shown}")
         df = df[df[key].map(_key).isin(values)]
+    whole = df  # a pair of models (``disagree``): an item kept by ``wrong`` or ``closest`` keeps both its rows
     choices = "margin" in df.columns
     if (wrong or closest) and not choices:
         raise ValueError(f"--wrong, --closest: the {df.attrs.get('study')} study scores sentences, so its items have "
@@ -210,6 +224,12 @@ def select(df: pd.DataFrame, where: Iterable[str] = (), wrong: bool = False, clo
         df = df.iloc[np.argsort(-df["margin"].abs().to_numpy(), kind="stable")]
     if closest is not None:
         df = df.iloc[np.argsort(df["margin"].abs().to_numpy(), kind="stable")].head(int(closest))
+    if df.attrs.get("pair") and (wrong or closest is not None):  # both models' rows of each item kept, in its order
+        id_col = df.attrs["id_column"]
+        rank = {i: k for k, i in enumerate(dict.fromkeys(df[id_col]))}
+        kept = whole[whole[id_col].isin(rank)]
+        df = kept.iloc[np.lexsort(((kept["model"] != df.attrs["pair"][0]).to_numpy(),
+                                   kept[id_col].map(rank).to_numpy()))]
     return df.head(int(limit)) if limit is not None else df
 
 

@@ -30,7 +30,8 @@ _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": 
 _SYMBOLS = {"−": "$-$", "×": r"$\times$", "α": r"$\alpha$", "β": r"$\beta$", "χ": r"$\chi$", "Δ": r"$\Delta$",
             "′": "$'$", "≥": r"$\geq$", "≤": r"$\leq$", "±": r"$\pm$", "→": r"$\to$", "–": "--", "—": "---",
             "…": r"\dots{}", "✓": "yes", "✗": "no", "·": r"$\cdot$", "≈": r"$\approx$", "²": r"$^2$", "’": "'",
-            "‘": "`", "“": "``", "”": "''", "°": r"\textdegree{}", "μ": r"$\mu$", "σ": r"$\sigma$"}
+            "‘": "`", "“": "``", "”": "''", "°": r"\textdegree{}", "μ": r"$\mu$", "σ": r"$\sigma$",
+            "¹": "$^1$", "³": "$^3$", "¼": r"\textonequarter{}", "½": r"\textonehalf{}", "¾": r"\textthreequarters{}"}
 LABELS = {"n": "$n$", "k": "$k$", "p": "$p$", "se": "SE", "ci_low": "95\\% CI low", "ci_high": "95\\% CI high",
           "acc_up": "Acc.\\ up", "acc_down": "Acc.\\ down", "or_mh": "OR (MH)", "odds_ratio": "OR",
           "or_ci_low": "OR CI low", "or_ci_high": "OR CI high", "df": "df", "log_or_mean": "Mean log OR",
@@ -44,8 +45,9 @@ _CI = re.compile(r"^(?P<base>.+)_ci_(?P<side>low|high)$")
 
 
 def escape(text) -> str:
-    """Text as LaTeX that prints it: special characters escaped, known symbols as their LaTeX, any other character
-    outside Latin-1 named by its code point (visible, never a compile error)."""
+    """Text as LaTeX that prints it: special characters escaped, known symbols as their LaTeX, a letter outside
+    Latin-1 without its accents where that keeps its meaning (``_plain``), any other character named by its code point
+    (visible, never a compile error; ``labels.latex_unset`` says which a label has)."""
     out = []
     for ch in str(text):
         if ch in _SPECIAL:
@@ -55,9 +57,25 @@ def escape(text) -> str:
         elif ord(ch) < 128 or (0xC0 <= ord(ch) <= 0xFF and ch not in "×÷"):
             out.append(ch if ch.isprintable() else " ")
         else:
-            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append(escape(plain) if plain else f"[U+{ord(ch):04X}]")
+            out.append(_plain(ch))
     return "".join(out)
+
+
+_KEEPS_MEANING = (None, "<compat>", "<font>", "<noBreak>", "<wide>", "<narrow>", "<small>", "<square>")
+
+
+def _plain(ch: str) -> str:
+    """A character outside Latin-1 as text pdflatex sets: its letter without accents (``ǅ`` → ``DZ``, ``ﬁ`` → ``fi``)
+    where that keeps its meaning, else its code point: a superscript, subscript or fraction (``³``, ``½``) never loses
+    its form to bare digits, and a letter of another script (Han, Arabic, …) is named, never dropped."""
+    tag = unicodedata.decomposition(ch).split(" ")[0] if unicodedata.decomposition(ch) else None
+    tag = tag if tag and tag.startswith("<") else None
+    decomposed = unicodedata.normalize("NFKD", ch)
+    kept = [c for c in decomposed if not unicodedata.combining(c)]
+    if tag in _KEEPS_MEANING and kept and all(ord(c) < 128 or c in _SYMBOLS for c in kept) and (
+            tag is not None or decomposed != ch):
+        return "".join(escape(c) for c in kept)
+    return f"[U+{ord(ch):04X}]"
 
 
 def label(column) -> str:

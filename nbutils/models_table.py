@@ -185,9 +185,10 @@ def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], l
 
 
 def markdown(summary: dict, alpha: float = ALPHA) -> str:
-    """The table in Markdown for ``results.md``, under ``MODELS_HEADING`` (a ``|`` in a name is escaped)."""
+    """The table in Markdown for ``results.md``, under ``MODELS_HEADING`` (what Markdown, its HTML or math would read
+    in a name, ``|``, ``<``, ``$``, …, escaped)."""
     cols, rows = shown(summary, alpha)
-    esc = (lambda s: "".join("\\" + ch if ch in "\\|*_`[]<>#!" else " " if ch == "\n" else ch for ch in str(s)))
+    esc = (lambda s: "".join("\\" + ch if ch in "\\|*_`[]<>#!$~&{}" else " " if ch == "\n" else ch for ch in str(s)))
     lines = [MODELS_HEADING, "", "| " + " | ".join(h for _, h in cols) + " |",
              "|" + "|".join("---" if k in ("model", "floor", "examples", "reading") else "---:" for k, _ in cols) + "|"]
     lines += ["| " + " | ".join(esc(r[k]) for k, _ in cols) + " |" for r in rows]
@@ -353,7 +354,7 @@ def forest(summary: dict, alpha: float = ALPHA):
     ax.axvline(1, color="#555", lw=1, ls="--")
     ax.set_xscale("log")
     ax.set_xlim(lo_lim, hi_lim)
-    ax.set_yticks(range(n), [textwrap.fill(str(m), 30).replace("$", r"\$") for m in names])
+    ax.set_yticks(range(n), [textwrap.fill(str(m), 30) for m in names])
     nice = [m * 10.0 ** e for e in range(-4, 5) for m in (1, 2, 5)]
     ax.set_xticks([v for v in nice if lo_lim <= v <= hi_lim] or [1])
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

@@ -39,32 +39,82 @@ def _settings(model, params: dict):
     return ScoreSettings.from_params(spec, model=str(model), **params)
 
 
-def _per_prompt(value, n: int, name: str) -> list | None:
-    """One value for every prompt, or a list of one per prompt (its length checked); None stays None."""
+_SEQUENCES = (list, tuple, pd.Series, pd.Index)
+
+
+def _listed(value, name: str, what: str) -> list:
+    """``value`` (a list, tuple, Series or array) as a list; anything else a ValueError naming ``name`` and ``what``
+    it takes."""
+    import numpy as np
+
+    if not isinstance(value, (*_SEQUENCES, np.ndarray)):
+        raise ValueError(f"{name}: {what}, got {type(value).__name__} {_short(value)}")
+    return list(value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _per_prompt(value, n: int, name: str, none_each: bool = False) -> list | None:
+    """One value for every prompt, or a list of one per prompt (its length and kinds checked: texts, and None where
+    ``none_each``); None stays None."""
     if value is None or isinstance(value, str):
         return None if value is None else [value] * n
-    value = list(value)
+    what = f"one text, or a list of one text{' (or None)' if none_each else ''} per prompt"
+    value = _listed(value, name, what)
     if len(value) != n:
         raise ValueError(f"{name}: {len(value)} values for {n} prompts; give one for every prompt, or a single one")
+    bad = next((i for i, v in enumerate(value) if not (isinstance(v, str) or (none_each and v is None))), None)
+    if bad is not None:
+        raise ValueError(f"{name}: {what}; value {bad} is {type(value[bad]).__name__} {_short(value[bad])}")
     return value
 
 
-def _inputs(prompts, options, gold, system) -> tuple[list[str], list[tuple[str, ...]], list | None, list | None]:
-    """The prompts, each one's options, gold answers and system messages, checked before any model loads."""
-    prompts = [prompts] if isinstance(prompts, str) else [str(p) for p in prompts]
+def _inputs(prompts, options, gold, system, progress=True) -> tuple[list[str], list[tuple[str, ...]], list | None,
+                                                                   list | None]:
+    """The prompts, each one's options, gold answers and system messages, checked before any model loads: each a
+    ValueError naming the argument and what it takes."""
+    if not isinstance(progress, bool):
+        raise ValueError(f"progress: True or False, got {_short(progress)}")
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    prompts = _listed(prompts, "prompts", "a string or a list of strings")
+    bad = next((i for i, p in enumerate(prompts) if not isinstance(p, str)), None)
+    if bad is not None:
+        raise ValueError(f"prompts: every prompt must be a string; prompt {bad} is {type(prompts[bad]).__name__} "
+                         f"{_short(prompts[bad])}")
     if not prompts:
         raise ValueError("prompts: give at least one prompt (a string or a list of strings)")
     n = len(prompts)
-    if isinstance(options, str) or not len(options):
-        raise ValueError(f"options: a list of two or more answers (or one such list per prompt), got {options!r}")
-    per = options_per_row(tuple(options) if isinstance(options[0], str) else [tuple(o) for o in options], n)
-    bad = next((o for o in per if len(o) < 2 or len(set(o)) != len(o) or not all(isinstance(x, str) for x in o)), None)
+    what = "a list of two or more answers (strings), or one such list per prompt"
+    if isinstance(options, str):
+        raise ValueError(f"options: {what}, got {options!r}")
+    options = _listed(options, "options", what)
+    if not options:
+        raise ValueError(f"options: {what}, got {options!r}")
+    if isinstance(options[0], str):
+        per = options_per_row(tuple(options), n)
+    else:
+        rows = [_listed(o, "options", what) if not isinstance(o, str) else o for o in options]
+        if any(isinstance(o, str) for o in rows):
+            raise ValueError(f"options: {what}; mixes answers and lists of answers: {_short(options)}")
+        per = options_per_row([tuple(o) for o in rows], n)
+    bad = next((o for o in per if len(o) < 2 or not all(isinstance(x, str) for x in o) or len(set(o)) != len(o)),
+               None)
     if bad is not None:
-        raise ValueError(f"options: each prompt needs two or more different answers (strings), got {bad!r}")
-    gold, systems = _per_prompt(gold, n, "gold"), _per_prompt(system, n, "system")
+        raise ValueError(f"options: each prompt needs two or more different answers (strings), got {_short(bad)}")
+    gold, systems = _per_prompt(gold, n, "gold"), _per_prompt(system, n, "system", none_each=True)
     if gold is not None and any(g not in o for g, o in zip(gold, per)):
         raise ValueError("gold: every gold answer must be one of its prompt's options")
     return prompts, per, gold, systems
+
+
+def _check_model(model) -> None:
+    if isinstance(model, bool) or not isinstance(model, (str, Path)) or not str(model).strip():
+        raise ValueError(f"model: an embedded model's name, a hub id, a local folder or a model file (.yaml), got "
+                         f"{type(model).__name__} {_short(model)}")
 
 
 class Probe:
@@ -78,6 +128,7 @@ class Probe:
     def __init__(self, model: str | Path = DEFAULT_MODEL, **settings):
         from .engine import models
 
+        _check_model(model)
         self.lm = models.load_model(_settings(model, settings))
         self.settings = self.lm.settings
 
@@ -94,7 +145,7 @@ class Probe:
         from .engine.scorer import check_context, make_scorer, non_finite_rows
         from .engine.settings import non_finite_message
 
-        prompts, per, gold, systems = _inputs(prompts, options, gold, system)
+        prompts, per, gold, systems = _inputs(prompts, options, gold, system, progress)
         n, opts = len(prompts), per[0] if len(set(per)) == 1 else per
         spec, data = _spec(opts, gold, systems), pd.DataFrame({ID: range(n), TEXT: prompts})
         settings = self.settings
@@ -107,7 +158,8 @@ class Probe:
             bad = non_finite_rows(records)
             if bad:
                 raise ValueError(non_finite_message(self.lm.meta.get("dtype"), self.lm.meta.get("quantization", "none"),
-                                                    len(bad), len(records), bad[0]))
+                                                    len(bad), len(records), bad[0],
+                                                    settings.adapter_scale if settings.adapter else None))
             done.update(records)
 
         measured: dict = {}
@@ -128,5 +180,6 @@ def score_choices(model: str | Path = DEFAULT_MODEL, prompts: str | Sequence[str
     """Load ``model`` and score ``prompts`` with their ``options`` (``Probe(model, **settings).score(...)``): a
     DataFrame of one row per prompt with each option's log-probability, the margin and the choice, exactly as a
     score run of the same prompts writes them."""
-    _inputs(prompts, options, gold, system)  # a mistake is an error before the model loads
+    _check_model(model)
+    _inputs(prompts, options, gold, system, progress)  # a mistake is an error before the model loads
     return Probe(model, **settings).score(prompts, options, gold=gold, system=system, progress=progress)

@@ -413,4 +413,4 @@ def headline(run_dir, path=None) -> list[str]:
     title = paragraphs[0] if paragraphs else ""
     items = [line[2:] for p in paragraphs for line in p.splitlines() if line.startswith(("- ", "* "))]
     lines = [title] + (items or paragraphs[1:3])
-    return [re.sub(r"(\*\*|__|`)", "", line).strip("* ") for line in lines if line]
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", re.sub(r"(\*\*|__|`)", "", ln).strip("* ")) for ln in lines if ln]

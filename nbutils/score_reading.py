@@ -57,6 +57,8 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
             status = "incomplete"
         elif (why := check_scores_file(side.with_suffix(".parquet"), meta)) is not None:
             status = "edited"
+        elif where == "final" and (why := misnamed(side, meta)) is not None:
+            status = "edited"  # its scores would be shown under a name that is not the model's
         elif meta.get("num_shards", 1) != 1:
             status = "merged" if side.name in merged_into else "shard"
             why = f"merged into {merged_into[side.name]}" if status == "merged" else None
@@ -73,6 +75,52 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
     return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned",
                                        "model_id", "adapter", "adapter_scale", "precision", "limit_seed", "why"])
+
+
+def _name_part(name) -> str:
+    """What a model or an adapter contributes to a score file's name, as a regex: its slug (``paths.model_slug``), or
+    for a local folder its folder name and 8 hex digits of where it is (which need not exist here to be read)."""
+    import re
+
+    name = str(name).rstrip("/")
+    forms = [re.escape(paths.model_slug(name))]
+    if "/" in name or name.startswith("."):
+        folder = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).name).strip("-")
+        forms.append(re.escape(folder) + "-[0-9a-f]{8}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def misnamed(side: Path, meta: dict) -> str | None:
+    """Why a score file's name is not the one its sidecar's settings give (the model, the adapter and its strength,
+    the precision asked for, a limit, a shard: ``paths.score_slug``, ``paths.score_stem``), or None when it is: a file
+    renamed, or a sidecar edited or copied from another model's file, would show one model's scores under another's
+    name."""
+    import re
+
+    model = meta.get("model")
+    if not isinstance(model, str) or not model:
+        return "its sidecar names no model"
+    adapter, scale = meta.get("adapter"), meta.get("adapter_scale")
+    pattern = _name_part(model)
+    if adapter:
+        pattern += r"\." + _name_part(adapter) + (re.escape(f"-s{float(scale):g}") if isinstance(scale, (int, float))
+                                                 and not isinstance(scale, bool) and scale != 1 else "")
+    if "quantization_requested" in meta or "dtype_requested" in meta:
+        tag = paths.precision_tag(meta.get("quantization_requested"), meta.get("dtype_requested"))
+        pattern += re.escape(f".{tag}") if tag else ""
+    else:  # a sidecar that does not say what was asked for: any precision tag
+        pattern += r"(?:\.(?:8bit|4bit|bfloat16|float16))?"
+    if meta.get("limit") is not None:
+        pattern += re.escape(f".limit-{meta['limit']}")
+    if meta.get("num_shards", 1) != 1:
+        pattern += re.escape(f".shard-{meta.get('shard_index', 0)}-of-{meta['num_shards']}")
+    if re.fullmatch(pattern, side.stem):
+        return None
+    what = model + (f" with the adapter {adapter}" if adapter else "") + (
+        f" at strength {scale:g}" if isinstance(scale, (int, float)) and not isinstance(scale, bool) and adapter
+        and scale != 1 else "")
+    return (f"its sidecar describes {what}, whose score file would not be named {side.stem} (a renamed file, or a "
+            "sidecar edited or copied from another file); score the model again rather than rename its files")
 
 
 def _label(meta: dict, stem: str) -> str:

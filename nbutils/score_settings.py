@@ -93,12 +93,15 @@ def check_batch_size(batch_size) -> None:
         raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
 
 
+ADAPTER_SCALE_MAX = 100  # beyond this a LoRA's update swamps the weights it is added to: no strength to measure
+
+
 def check_adapter_scale(scale, adapter) -> None:
-    """A finite number ≥ 0 (the LoRA's scaling times it: 0 is the base model's weights, 1 the adapter as trained,
-    above 1 stronger), other than 1 only with an adapter."""
-    if (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 <= scale < float("inf")):
-        raise ValueError(f"adapter_scale: must be a finite number ≥ 0 (0: the base model's weights, 1: the adapter "
-                         f"as trained), got {scale!r}")
+    """A number from 0 to ``ADAPTER_SCALE_MAX`` (the LoRA's scaling times it: 0 is the base model's weights, 1 the
+    adapter as trained, above 1 stronger), other than 1 only with an adapter."""
+    if (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 <= scale <= ADAPTER_SCALE_MAX):
+        raise ValueError(f"adapter_scale: must be a number from 0 to {ADAPTER_SCALE_MAX} (0: the base model's weights, "
+                         f"1: the adapter as trained, above 1 stronger), got {scale!r}")
     if scale != 1 and not adapter:
         raise ValueError(f"adapter_scale: {scale!r} scales a LoRA adapter, and this model has none (adapter: None); "
                          "set adapter, or leave adapter_scale at 1")

@@ -34,11 +34,75 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {"run_root", "dataset", "seeds", "ladder", "decoy", "workers", "analyze"}
 NOTEBOOK = "notebooks/validation/power.ipynb"
+ANALYZE_KEYS = ("n_boot",)  # what the script passes on to each seed's analysis
+
+
+def check_params(cfg: dict, source) -> None:
+    """The validation's parameter file (``cfg`` as read, its keys and seeds already checked) before anything runs:
+    ``analyze`` holds only ``ANALYZE_KEYS`` with values the analysis takes; the dataset file is checked against the
+    generate notebook at every seed; every model file as the sweep checks it (``sweep.check_sweep``, which writes
+    nothing); the ladder's files all name one adapter at distinct strengths, and the decoy another adapter."""
+    from nbutils import paths
+    from nbutils.notebooks import check_parameters, load_yaml
+    from nbutils.parameters import declared
+    from nbutils.studies import get
+    from nbutils.studies.monotonicity.dataset import validate_parameters
+    from nbutils.studies.monotonicity.params import MonotonicityParams
+    from nbutils.studies.monotonicity.validation_inputs import adapter_name
+    from nbutils.sweep import check_sweep
+
+    analyze = cfg.get("analyze")
+    if analyze is not None and not isinstance(analyze, dict):
+        raise ValueError(f"analyze: must be a mapping (n_boot: …) in {source}, got {analyze!r}")
+    unknown = sorted(set(analyze or {}) - set(ANALYZE_KEYS))
+    if unknown:
+        raise ValueError(f"analyze: {unknown} in {source} is not passed to the seeds' analyses; the block takes "
+                         f"{list(ANALYZE_KEYS)}")
+    try:
+        MonotonicityParams.from_mapping(dict(analyze or {}))
+    except ValueError as err:
+        raise ValueError(f"analyze: {err} (in {source})") from None
+    record = get("monotonicity")
+    data = load_yaml(cfg["dataset"], None, "dataset")
+    defaults = {k: v for k, (_, v) in declared(record.notebooks["generate"]).items()}
+    for seed in cfg["seeds"]:  # as the notebook declares them, then as the dataset builds them (one seed's check)
+        check_parameters(record.notebooks["generate"], dict(data, seed=seed),
+                         f"dataset {cfg['dataset']} at seed {seed}", fixed=("run_dir",))
+    given = {**defaults, **data, "seed": cfg["seeds"][0]}
+    try:
+        validate_parameters(**{k: given[k] for k in ("concepts", "conditions", "prompts_per_concept", "n_examples",
+                                                      "seed")})
+    except ValueError as err:
+        raise ValueError(f"dataset: {cfg['dataset']}: {err}") from None
+    root = paths.resolve(cfg["run_root"])
+    check_sweep(run_dir=str(root / f"seed-{cfg['seeds'][0]}"), dataset=str(cfg["dataset"]), models=list(cfg["models"]),
+                n_boot=(analyze or {}).get("n_boot"), study="monotonicity")
+    strengths: dict[float, str] = {}
+    ladder_adapter = None
+    for m in cfg["ladder"]:
+        p = yaml.safe_load(paths.resolve(m).read_text()) or {}
+        name = adapter_name(p.get("adapter"))
+        if name is None:
+            raise ValueError(f"ladder: {m} names no adapter; every file of the ladder is the control's adapter at "
+                             "one strength (adapter_scale)")
+        if ladder_adapter is not None and name != ladder_adapter[0]:
+            raise ValueError(f"ladder: {m} names the adapter {p['adapter']!r} and {ladder_adapter[1]} "
+                             f"{ladder_adapter[2]!r}; a ladder is one adapter at several strengths")
+        ladder_adapter = ladder_adapter or (name, m, p["adapter"])
+        scale = float(p.get("adapter_scale", 1.0))
+        if scale in strengths:
+            raise ValueError(f"ladder: {strengths[scale]} and {m} are both strength {scale:g}; give each strength once")
+        strengths[scale] = m
+    if cfg.get("decoy"):
+        decoy = adapter_name((yaml.safe_load(paths.resolve(cfg["decoy"]).read_text()) or {}).get("adapter"))
+        if decoy is None or decoy == ladder_adapter[0]:
+            raise ValueError(f"decoy: {cfg['decoy']} must name an adapter other than the ladder's "
+                             f"({ladder_adapter[2]!r}); it is read as the false-positive check beside it")
 
 
 def read_params(path) -> dict:
     """The validation's parameter file, every key checked (an error naming the key and the file)."""
-    from nbutils import paths
+    from nbutils import artifacts, paths
     from nbutils.notebooks import load_yaml
 
     cfg = load_yaml(path, KEYS, "validation")
@@ -48,18 +112,25 @@ def read_params(path) -> dict:
     paths.check_run_dir(cfg["run_root"])
     seeds = cfg["seeds"]
     if (not isinstance(seeds, list) or len(seeds) < 1 or len(set(seeds)) != len(seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)):
-        raise ValueError(f"seeds: must be a list of distinct integers ≥ 0 in {path}, got {seeds!r}")
+            or any(isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= artifacts.SEED_MAX for s in seeds)):
+        raise ValueError(f"seeds: must be a list of distinct integers from 0 to {artifacts.SEED_MAX} in {path}, got "
+                         f"{seeds!r}")
+    if not isinstance(cfg["ladder"], list) or not cfg["ladder"]:
+        raise ValueError(f"ladder: must be a list of model files in {path}, got {cfg['ladder']!r}")
+    if cfg.get("decoy") is not None and not isinstance(cfg["decoy"], str):
+        raise ValueError(f"decoy: must be one model file in {path}, got {cfg['decoy']!r}")
     models = [*cfg["ladder"], *([cfg["decoy"]] if cfg.get("decoy") else [])]
-    if not isinstance(cfg["ladder"], list) or not all(isinstance(m, str) for m in models):
+    if not all(isinstance(m, str) for m in models):
         raise ValueError(f"ladder: must be a list of model files (and decoy one model file) in {path}")
     for m in models:
         if not paths.resolve(m).is_file():
-            raise ValueError(f"ladder: no model file {m} (in {path})")
+            raise ValueError(f"{'decoy' if m == cfg.get('decoy') else 'ladder'}: no model file {m} (in {path})")
     workers = cfg.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: must be an integer ≥ 1 in {path}, got {workers!r}")
-    return dict(cfg, models=models, workers=workers, analyze=dict(cfg.get("analyze") or {}))
+    cfg = dict(cfg, models=models, workers=workers)
+    check_params(cfg, path)  # the analyze block, the dataset at every seed, every model file, one ladder adapter
+    return dict(cfg, analyze=dict(cfg.get("analyze") or {}))
 
 
 def adapter_of(model_file) -> str | None:
@@ -120,9 +191,10 @@ def one_seed(cfg: dict, seed: int, models: list[str], root: Path) -> dict:
             "skipped": list(report.skipped), "failed": failed}
 
 
-def make_sample(root: Path, dest: Path) -> list[Path]:
+def make_sample(root: Path, dest: Path, seeds: list[int] | None = None) -> list[Path]:
     """Copy each seed's prompts, score files and their sidecars and analysis summary from the run root into ``dest``,
-    a new folder (what ``outputs/samples/validation/`` ships: the power notebook reads it without a model)."""
+    a new folder (what ``outputs/samples/validation/`` ships: the power notebook reads it without a model); ``seeds``:
+    those of the parameter file only (a folder another run left in the root is not copied)."""
     import shutil
 
     from nbutils import paths
@@ -131,7 +203,13 @@ def make_sample(root: Path, dest: Path) -> list[Path]:
     if dest.exists():
         raise ValueError(f"--sample-only: {dest} exists; give a new folder (nothing is overwritten)")
     copied = []
-    for seed, run in validation.seed_runs(root).items():
+    runs = validation.seed_runs(root)
+    missing = [s for s in seeds or () if s not in runs]
+    if missing:
+        raise ValueError(f"--sample-only: {root} holds no run of seed {missing[0]}; run the study first")
+    for seed, run in runs.items():
+        if seeds is not None and seed not in seeds:
+            continue
         if validation.current_summary(run) is None:
             raise ValueError(f"--sample-only: {run} has no analysis of its current scores; run the study first")
         (dest / run.name / "scores").mkdir(parents=True)
@@ -173,7 +251,7 @@ def main(argv=None) -> int:
 
     if args.sample_only:
         try:
-            files = make_sample(paths.resolve(cfg["run_root"]), paths.resolve(args.sample_only))
+            files = make_sample(paths.resolve(cfg["run_root"]), paths.resolve(args.sample_only), list(cfg["seeds"]))
         except ValueError as err:
             print(f"validation: {err}", file=sys.stderr)
             return 2
@@ -197,7 +275,8 @@ def main(argv=None) -> int:
     decoy = adapter_of(cfg["decoy"]) if cfg.get("decoy") else "none"
     from nbutils.report_validation import write_report
 
-    run_notebook(NOTEBOOK, None, {"run_dir": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy})
+    run_notebook(NOTEBOOK, None, {"run_dir": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy,
+                                  "seeds": list(cfg["seeds"])})  # only the seeds of this file, never a stray folder
     print(f"validation: report → {write_report(root)}")
     this = {"seeds": seeds, "sweeps_seconds": round(scoring, 1), "total_seconds": round(time.time() - t0, 1),
             "workers": cfg["workers"], "models": [Path(m).name for m in models]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import shutil
 
 import pandas as pd
 import pytest
@@ -1254,3 +1255,158 @@ def test_the_shipped_sweep_files_pass_the_whole_check_without_writing(tmp_path, 
         record = plan.record.analysis_params
         assert record.from_mapping(plan.analyze_params).as_dict().items() >= plan.analyze_params.items(), name
     assert list(tmp_path.iterdir()) == [] and not no_notebook_runs
+
+
+# ---------------------------------------------------------------- the scoring call from Python
+
+@pytest.mark.parametrize("change, match", [
+    (dict(prompts=None), r"^prompts: a string or a list of strings, got NoneType None"),
+    (dict(prompts=5), "^prompts: a string or a list of strings, got int 5"),
+    (dict(prompts={"a": 1}), "^prompts: a string or a list of strings, got dict"),
+    (dict(prompts=["a", None]), "^prompts: every prompt must be a string; prompt 1 is NoneType None"),
+    (dict(options=None), "^options: a list of two or more answers"),
+    (dict(options=5), "^options: a list of two or more answers .*, got int 5"),
+    (dict(options={"Yes": 1, "No": 0}), "^options: a list of two or more answers .*, got dict"),
+    (dict(options=[1, 2]), "^options: a list of two or more answers"),
+    (dict(options=[["Yes", "No"], "x"]), "^options: .* mixes answers and lists of answers"),
+    (dict(options=["Yes", None]), r"^options: each prompt needs two or more different answers \(strings\)"),
+    (dict(gold=5), "^gold: one text, or a list of one text per prompt, got int 5"),
+    (dict(gold=[None]), "^gold: .* value 0 is NoneType None"),
+    (dict(system={"role": "x"}), r"^system: one text, or a list of one text \(or None\) per prompt, got dict"),
+    (dict(progress="yes"), "^progress: True or False"),
+    (dict(model=None), "^model: an embedded model's name, .* got NoneType None"),
+    (dict(model=5), "^model: .* got int 5"),
+    (dict(dtype=None), "^dtype: must be one of"), (dict(batch_size={"a": 1}), "^batch_size: must be"),
+    (dict(adapter_scale=1e30), r"^adapter_scale: must be a number from 0 to 100"),
+    (dict(adapter_scale=None), r"^adapter_scale: must be a number from 0 to 100"),
+    (dict(max_length=512), "^max_length: not a scoring setting"),
+])
+def test_the_scoring_call_refuses_bad_arguments_by_name_before_a_model_loads(change, match, monkeypatch):
+    from nbutils import probe
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    kwargs = dict(model="smollm2-135m-instruct", prompts=["Is it?"], options=["Yes", "No"], progress=False) | change
+    with pytest.raises(ValueError, match=match):
+        probe.score_choices(**kwargs)
+
+
+def test_non_finite_scores_at_a_strength_above_one_name_adapter_scale_not_the_model():
+    from nbutils.engine.settings import non_finite_message
+
+    said = non_finite_message("float32", "none", 3, 8, "p1", adapter_scale=50.0)
+    assert said.startswith("adapter_scale: 50.0: 3 of 8 rows") and "model folder" not in said
+    assert non_finite_message("float32", "none", 3, 8, "p1").startswith("dtype: float32")
+    assert non_finite_message("float32", "none", 3, 8, "p1", adapter_scale=0.5).startswith("dtype: float32")
+
+
+# ---------------------------------------------------------------- the validation study's inputs
+
+VALIDATION_SAMPLE = ROOT / "outputs" / "samples" / "validation"
+LADDER, DECOY = "adapters/smollm2-135m-upward-control", "adapters/smollm2-135m-balanced-decoy"
+
+
+def _validation_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validation_script", ROOT / "scripts" / "validation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(analyze={"n_bot": 50}), r"^analyze: \['n_bot'\] in .* is not passed to the seeds' analyses; the block takes "
+                                  r"\['n_boot'\]"),
+    (dict(analyze={"n_boot": -5}), r"^analyze: n_boot: must be an integer ≥ 1, got -5"),
+    (dict(analyze=[1]), "^analyze: must be a mapping"),
+    (dict(dataset="params/monotonicity/datasets/no-such.yaml"), r"^dataset: .*no-such.yaml does not exist"),
+    (dict(seeds=[31, 2**64]), r"^seeds: must be a list of distinct integers from 0 to 9223372036854775807"),
+    (dict(dataset="params/monotonicity/datasets/bad-concept.yaml"), r"^dataset: .*bad-concept.yaml: concepts: cannot "
+                                                                    r"parse concept 'around 1/2'"),
+    (dict(ladder="params/validation/upward-control-s0.yaml"), "^ladder: must be a list of model files"),
+    (dict(ladder=5), "^ladder: must be a list of model files"),
+    (dict(ladder=["params/validation/upward-control-s0.yaml", "params/models/smollm2-135m-instruct.yaml"]),
+     "^ladder: params/models/smollm2-135m-instruct.yaml names no adapter"),
+    (dict(ladder=["params/validation/upward-control-s0.5.yaml", "params/validation/upward-control-s0.5.yaml"]),
+     "^ladder: .* and .* are both strength 0.5"),
+    (dict(ladder=["params/validation/upward-control-s0.5.yaml", "params/models/smollm2-135m-balanced-decoy.yaml"]),
+     "^ladder: .* names the adapter .*balanced-decoy"),
+    (dict(decoy="params/models/smollm2-135m-upward-control.yaml"), "^decoy: .* must name an adapter other than"),
+    (dict(decoy="params/models/no-such.yaml"), "^decoy: no model file"),
+])
+def test_every_validation_parameter_is_checked_before_anything_runs(tmp_path, change, match):
+    script = _validation_script()
+    if "bad-concept" in str(change.get("dataset")):  # a dataset file the generate notebook would refuse
+        change = dict(change, dataset=yaml_file(tmp_path, "bad-concept.yaml", {"concepts": ["around 1/2"]}))
+    cfg = dict(yaml.safe_load((ROOT / "params" / "validation.yaml").read_text()), run_root=str(tmp_path / "root"),
+               **change)
+    with pytest.raises(ValueError, match=match):
+        script.read_params(yaml_file(tmp_path, "validation.yaml", cfg))
+    assert not (tmp_path / "root").exists()
+
+
+@pytest.fixture()
+def validation_root(tmp_path):
+    root = tmp_path / "validation"
+    shutil.copytree(VALIDATION_SAMPLE, root, ignore=shutil.ignore_patterns("README.md"))
+    return root
+
+
+def _collect(root, ladder=LADDER, decoy=DECOY, seeds=None):
+    from nbutils.studies.monotonicity import validation
+
+    return validation.collect(root, ladder, decoy, None, seeds=seeds)
+
+
+def test_the_validation_root_is_read_only_for_its_seeds_and_every_seed_is_checked_before_any_analysis(validation_root):
+    stray = validation_root / "seed-99"  # an interrupted run's folder, left behind
+    shutil.copytree(validation_root / "seed-31", stray)
+    rows = _collect(validation_root, seeds=[31, 32, 33])
+    assert sorted(rows["seed"].unique()) == [31, 32, 33]
+    before = snapshot(validation_root)
+    for kwargs, match in (
+            (dict(ladder="adapters/smollm2-135m-upward-contrl"),  # a typo: no "no strength was found"
+             r"^ladder_adapter: .*seed-31 holds no scores of 'adapters/smollm2-135m-upward-contrl'; its score files "
+             r"record the adapters \['adapters/smollm2-135m-balanced-decoy', 'adapters/smollm2-135m-upward-control'\]"),
+            (dict(decoy="adapters/no-decoy"), r"^decoy_adapter: .* holds no scores of 'adapters/no-decoy'"),
+            (dict(seeds=[31, 34]), r"^seeds: .* holds no run of seed 34 .*; it holds \[31, 32, 33, 99\]"),
+            (dict(seeds="31"), "^seeds: a list of distinct integers"), (dict(ladder=None), "^ladder_adapter: ")):
+        with pytest.raises(ValueError, match=match):
+            _collect(validation_root, **{"seeds": [31, 32, 33], **kwargs})
+    assert snapshot(validation_root) == before
+
+
+def test_a_strength_missing_from_a_seed_or_edited_in_a_sidecar_is_refused_naming_it(validation_root):
+    seed32 = paths.scores_dir(validation_root / "seed-32")
+    quarter = "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3-s0.25"
+    for ext in (".json", ".parquet"):
+        (seed32 / f"{quarter}{ext}").unlink()
+    with pytest.raises(ValueError, match=r"^root: the ladder at strength 0.25 was scored in seed 31 and not in "
+                                         r"seed 32"):
+        _collect(validation_root)
+    side = paths.scores_dir(validation_root / "seed-33") / f"{quarter}.json"
+    side.write_text(json.dumps(dict(json.loads(side.read_text()), adapter_scale=0.3)))
+    with pytest.raises(ValueError, match=rf"^root: .*{quarter}.json: its sidecar describes .* at strength 0.3"):
+        _collect(validation_root, seeds=[31, 33])
+    side.write_text(json.dumps(dict(json.loads(side.read_text()), adapter_scale="0.25")))
+    with pytest.raises(ValueError, match=r"^root: .* records adapter_scale '0.25', not a number"):
+        _collect(validation_root, seeds=[31, 33])
+
+
+def test_the_validation_words_hold_a_strength_seen_in_one_seed(validation_root):
+    from nbutils.studies.monotonicity import validation
+
+    rows = _collect(validation_root, seeds=[31])  # one prompt set: no interval across seeds, said, not a TypeError
+    summary = validation.records(validation.table(rows), rows)
+    words = validation.text(summary) + validation.markdown_table(summary)
+    assert "(95% CI across seeds n/a to n/a)" in words
+
+
+def test_the_sample_copy_takes_only_the_seeds_of_the_parameter_file(validation_root, tmp_path):
+    script = _validation_script()
+    shutil.copytree(validation_root / "seed-31", validation_root / "seed-99")  # left by another run
+    script.make_sample(validation_root, tmp_path / "sample", [31, 32])
+    assert sorted(p.name for p in (tmp_path / "sample").iterdir()) == ["seed-31", "seed-32"]
+    with pytest.raises(ValueError, match="^--sample-only: .* holds no run of seed 34"):
+        script.make_sample(validation_root, tmp_path / "other", [31, 34])
+    assert not (tmp_path / "other").exists()

@@ -319,3 +319,287 @@ def test_runs_and_report_agree_without_an_executed_analysis_and_on_a_report_that
     assert "no executed analysis" in line_of(run)
     with pytest.raises(ReportError, match="has no executed analysis"):
         write_report(run)
+
+
+# ---------------------------------------------------------------- degenerate multiverses
+
+def _variants(correct_up: list[int], correct_down: list[int], n: int) -> "pd.DataFrame":
+    """Scores of one model under templates t0, t1, …: ``n`` upward and ``n`` downward prompts each, the first
+    ``correct_up[i]`` / ``correct_down[i]`` of them answered right."""
+    import pandas as pd
+
+    rows = [{"model": "m", "condition": "concept_learning", "template": f"t{i}", "monotonicity": mono,
+             "correct": j < (up if mono == "upward" else down)}
+            for i, (up, down) in enumerate(zip(correct_up, correct_down))
+            for mono in ("upward", "downward") for j in range(n)]
+    return pd.DataFrame(rows)
+
+
+def _interval_lines(scores) -> tuple[list[dict], list[str]]:
+    from nbutils.studies.monotonicity import prediction
+
+    recs = prediction.records(prediction.table(scores, ["template"]))
+    return recs, prediction.sentences({"records": recs})
+
+
+def test_variants_that_agree_exactly_get_an_interval_as_wide_as_their_sampling_error():
+    import numpy as np
+    from scipy import stats as sps
+
+    from nbutils.studies.monotonicity import prediction
+
+    for up, down in (([12] * 4, [0] * 4), ([6] * 4, [6] * 4), ([40] * 3, [10] * 3)):
+        n = 12 if up[0] <= 12 else 48
+        recs, lines = _interval_lines(_variants(up, down, n))
+        (r,) = recs
+        gap, var = prediction.effects([n] * len(up), up, [n] * len(up), down)
+        floor = sps.t.ppf(0.975, len(up) - 1) * np.sqrt(1 / (1 / var).sum())  # the pooled gap's own sampling error
+        assert r["se"] == pytest.approx(np.sqrt(1 / (1 / var).sum()))
+        mu = r["estimate"]  # the interval holds the pooled gap ± its sampling error, cut at ±100 points
+        assert r["ci_low"] <= max(mu - floor, -1) + 1e-9 and r["ci_high"] >= min(mu + floor, 1) - 1e-9
+        assert r["ci_high"] > r["ci_low"] and r["note"] == prediction.AGREE_NOTE
+        lo, hi = prediction.pooled_ci(r)  # the pooled gap's own CI: its sampling error, cut at ±100 points
+        assert (lo, hi) == pytest.approx((max(mu - floor, -1), min(mu + floor, 1))) and hi > lo
+        (line,) = lines
+        assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_low'])} points" not in line
+    # variants that differ keep the calibrated interval as it was: its SE is the Hartung–Knapp one
+    recs, _ = _interval_lines(_variants([12, 11, 12, 10], [0, 1, 0, 2], 12))
+    assert recs[0]["note"] != prediction.AGREE_NOTE
+
+
+def test_a_prediction_interval_over_every_possible_gap_is_said_to_say_nothing():
+    from nbutils.studies.monotonicity import prediction
+
+    recs, lines = _interval_lines(_variants([4, 0, 4], [0, 4, 4], 4))  # 3 templates of 4 prompts, gaps +1, −1, 0
+    (r,) = recs
+    assert r["ci_low"] == -1 and r["ci_high"] == 1
+    (line,) = lines
+    assert "spans every gap there can be (−100 to 100 points)" in line and "say nothing" in line
+    assert "would show a gap between" not in line
+    recs, lines = _interval_lines(_variants([40, 38, 41, 39], [10, 12, 9, 11], 48))  # an informative one
+    assert "would show a gap between" in lines[0] and "spans every gap" not in lines[0]
+
+
+# ---------------------------------------------------------------- the GPU scripts on a machine without a GPU
+
+def _no_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible here: the refusal is for machines without one")
+
+
+def test_the_gpu_checks_refuse_without_a_gpu_before_writing_anything(tmp_path):
+    """With no CUDA GPU, with a Python that has no PyTorch, with no such Python, and for an unknown step, every step
+    exits 2 with one line saying why and writes nothing (no GPU-named result from a CPU)."""
+    import sys
+
+    _no_cuda()
+    bare = tmp_path / "bare-python"  # a Python that cannot import torch (no site-packages)
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.chmod(0o755)
+    out = tmp_path / "out"
+    for python, step, said in ((sys.executable, "checks", "no CUDA GPU is visible"),
+                               (str(bare), "scale", "cannot import torch"),
+                               (str(tmp_path / "nope"), "resume", "no Python"),
+                               (sys.executable, "bogus", "unknown step 'bogus'")):
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_checks.sh"), step, "smollm2-1.7b"], cwd=ROOT,
+                              env=dict(os.environ, PYTHON=python, OUT=str(out)), capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, (step, done.stderr)
+        assert not out.exists()
+
+
+def test_the_gpu_benchmarks_refuse_a_cpu_unless_asked_for_a_dry_run(tmp_path, monkeypatch, capsys):
+    """Each GPU benchmark takes its device from one check: ``auto`` without CUDA exits 2 naming the script and the dry
+    run (``--device cpu``), before a model is built; ``cpu`` is the dry run."""
+    import sys
+
+    _no_cuda()
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_scale
+
+    with pytest.raises(SystemExit) as stop:
+        gpu_scale.gpu_device("auto", "gpu_checks.py")
+    assert stop.value.code == 2 and "gpu_checks.py: no CUDA GPU is visible" in capsys.readouterr().err
+    assert gpu_scale.gpu_device("cpu", "gpu_checks.py") == "cpu"
+    for script in ("gpu_checks.py", "gpu_scale.py", "gpu_resume.py"):  # each script's device comes from that check
+        assert f'gpu_device(args.device, "{script}")' in (ROOT / "benchmarks" / script).read_text()
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_resume.py"), "--out",
+                           str(tmp_path / "x.json")], cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "gpu_resume.py: no CUDA GPU is visible" in done.stderr, done.stderr
+    assert "--device cpu" in done.stderr and not (tmp_path / "x.json").exists()
+
+
+# ---------------------------------------------------------------- show --disagree
+
+CONTROL_RUN = ROOT / "outputs" / "samples" / "control"
+
+
+@pytest.fixture(scope="module")
+def paired():
+    from nbutils.items import items as items_of
+
+    df = items_of(CONTROL_RUN)
+    return df, list(df.attrs["models"])
+
+
+def test_disagree_on_two_models_with_no_item_in_common_says_so_not_full_agreement(paired):
+    from nbutils.items import disagree
+
+    df, (a, b) = paired
+    ids = sorted(df["prompt_id"].unique())
+    apart = df[((df["model"] == a) & df["prompt_id"].isin(ids[::2]))
+               | ((df["model"] == b) & df["prompt_id"].isin(ids[1::2]))]
+    apart.attrs = dict(df.attrs)
+    with pytest.raises(ValueError, match=r"^--disagree: .* share no scored item \(60 and 60 items scored\), so there "
+                                         r"is nothing to compare"):
+        disagree(apart, a, b)
+
+
+def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(paired, capsys):
+    from nbutils.items import disagree, select
+
+    df, (a, b) = paired
+    pairs = disagree(df, a, b)
+    assert pairs.attrs["shared"] == df["prompt_id"].nunique()
+    for kept, wrong in ((select(pairs, wrong=True), True), (select(pairs, closest=5), False),
+                        (select(pairs, ["condition=explicit"], wrong=True), True)):
+        assert len(kept) and len(kept) % 2 == 0 and list(kept["model"]) == [a, b] * (len(kept) // 2)
+        assert (kept["prompt_id"].to_numpy()[::2] == kept["prompt_id"].to_numpy()[1::2]).all()
+        if wrong:  # every item kept has a wrong answer, shown beside the other model's
+            assert (~kept["correct"].astype(bool)).to_numpy().reshape(-1, 2).any(axis=1).all()
+        else:
+            assert 5 <= len(kept) <= 10
+    wrong = select(pairs, wrong=True)  # the most confident wrong answer's item first
+    assert wrong["margin"].abs().where(~wrong["correct"].astype(bool)).idxmax() in wrong.index[:2]
+    with pytest.raises(ValueError, match="^--where: model= does not go with --disagree"):
+        select(pairs, [f"model={a}"])
+    assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--model", a]) == 2  # not "0 items of b scored"
+    assert "--model: does not go with --disagree" in capsys.readouterr().err
+    assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
+    out = capsys.readouterr().out
+    said = " ".join(out.split())
+    assert "items they answer differently (one of them or both wrong), of the 120 both answered" in said
+
+
+# ---------------------------------------------------------------- a sidecar checked against the file it describes
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: dict(meta, model="allenai/OLMo-2-1124-13B-Instruct"),  # another model's name in the sidecar
+    lambda meta: dict(meta, adapter_scale=0.5),  # a strength edited: the file is named for full strength
+    lambda meta: dict(meta, adapter=None, adapter_scale=None),  # the adapter taken out
+    lambda meta: dict(meta, dtype_requested="bfloat16"),  # a precision the name does not carry
+])
+def test_a_sidecar_that_does_not_describe_its_file_is_left_out_with_its_name(tmp_path, edit):
+    from nbutils.score_reading import excluded_notes, load_scores
+
+    run = tmp_path / "control"
+    shutil.copytree(CONTROL_RUN, run)
+    side = paths.scores_dir(run) / "smollm2-135m-instruct.smollm2-135m-upward-control-e56ef6f3.json"
+    side.write_text(json.dumps(edit(json.loads(side.read_text()))))
+    df = load_scores(run, SPEC)
+    assert set(df["slug"]) == {"smollm2-135m-instruct"}, "its scores are not shown under the file's name"
+    notes = " ".join(excluded_notes(df))
+    assert side.name in notes and "its sidecar describes" in notes and "score the model again" in notes
+
+
+def test_a_renamed_score_file_is_left_out_and_the_shipped_samples_all_match_their_names(tmp_path):
+    from nbutils.score_reading import load_scores, misnamed
+
+    run = tmp_path / "control"
+    shutil.copytree(CONTROL_RUN, run)
+    for ext in (".parquet", ".json"):
+        (paths.scores_dir(run) / f"smollm2-135m-instruct{ext}").rename(paths.scores_dir(run) / f"gpt-4{ext}")
+    df = load_scores(run, SPEC)
+    assert "gpt-4" not in set(df["slug"]) and "SmolLM2-135M-Instruct" not in set(df["model"])
+    for side in (ROOT / "outputs" / "samples").rglob("scores/*.json"):  # every shipped score file is named for itself
+        assert misnamed(side, json.loads(side.read_text())) is None, side
+
+
+# ---------------------------------------------------------------- labels: display text, safe in every output
+
+HOSTILE_LABELS = {"a": "<img src=x onerror=alert(1)> 中文", "b": r"$\foo$ *bold* | [x](javascript:alert(1))"}
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """A two-model run whose labels hold HTML, a link, math with an unknown macro and letters pdflatex cannot set,
+    analysed as any run is (few bootstrap draws, no R; the rule heatmap left out)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from nbutils.studies.monotonicity import analysis, plots
+    from simulated_runs import simulated_run
+
+    run = simulated_run(tmp_path_factory.mktemp("labels"), {"a": lambda p: p["monotonicity"] == "upward",
+                                                            "b": lambda p: p["label"]}, labels=HOSTILE_LABELS)
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        mp.setattr(plots, "rule_agreement", lambda *a, **k: plt.figure(figsize=(2, 2)))
+        a = analysis.analyze_run(run, n_boot=20, use_r=False)
+    return run, a, [str(w.message) for w in said]
+
+
+def test_labels_are_markdown_text_in_results_and_the_notebook(labelled):
+    import mistune
+
+    run, a, _ = labelled
+    text = paths.results_path(run).read_text()
+    assert text == a.text  # the notebook shows the same Markdown
+    html = mistune.html(text)  # as a renderer that passes raw HTML through (nbconvert, mkdocs) renders it
+    assert "<img" not in html and 'href="javascript' not in html and "<em>bold</em>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt; 中文" in html and r"$\foo$ *bold* | [x](javascript:alert(1))" in (
+        html.replace("&quot;", '"'))
+    assert "\\$\\\\foo\\$" in text  # no math either
+    from nbutils.report import headline
+
+    assert any(line.startswith(HOSTILE_LABELS["a"] + ", concept learning") for line in headline(run))  # as typed
+
+
+def test_a_label_pdflatex_cannot_set_is_said_when_the_tables_are_written_and_figures_draw_labels_as_text(labelled):
+    run, a, said = labelled
+    line = next(s for s in said if s.startswith("LaTeX tables: the model label"))
+    assert "has CJK letters" in line and "[U+…]" in line
+    assert line in json.loads(paths.summary_path(run).read_text())["_notes"]
+    assert not any("Arabic" in s or r"$\foo$" in s for s in said if s.startswith("LaTeX tables"))
+    from nbutils import labels  # letters the figures' fonts lack (here: the Han letters, with matplotlib's own fonts)
+    drawn = [s for s in said if s.startswith("figures: the model label")]
+    assert len(drawn) == bool(labels.figure_unset(HOSTILE_LABELS["a"])) and all("empty boxes" in s for s in drawn)
+    assert (paths.figures_dir(run) / "forest_models.png").is_file()  # an unknown macro in a label: drawn, no error
+    tex = (paths.tables_dir(run) / "models.tex").read_text()
+    assert r"\textless{}img" in tex and "[U+4E2D][U+6587]" in tex and r"\$\textbackslash{}foo\$" in tex
+
+
+def test_latex_keeps_fractions_and_superscripts_and_names_other_scripts():
+    from nbutils import labels, latex
+
+    assert [latex.escape(x) for x in ("½", "x³", "ﬁ", "ǅ")] == [r"\textonehalf{}", "x$^3$", "fi", "Dz"]
+    assert labels.latex_unset("نموذج מודל 模型 model") == ["Arabic", "CJK", "Hebrew"]
+    assert labels.latex_unset("Modèle ½ x³") == []
+
+
+@pytest.mark.parametrize("label, safe", [("- x", r"\- x"), ("1. first", r"1\. first"), ("# head", r"\# head"),
+                                         ("a_b*c", r"a\_b\*c"), ("plain-name.v2 (8bit)", "plain-name.v2 (8bit)")])
+def test_a_label_at_the_start_of_a_list_item_stays_text(label, safe):
+    from nbutils import labels
+
+    assert labels.markdown(label) == safe
+    assert labels.markdown_text(f"- {label}, concept learning: x\n| {safe} |", [label]) == (
+        f"- {safe}, concept learning: x\n| {safe} |")
+
+
+def test_a_label_that_is_another_models_file_name_is_refused_and_show_never_guesses(tmp_path):
+    from nbutils.items import model_named
+    from nbutils.score_reading import load_scores
+    from simulated_runs import simulated_run
+
+    run = simulated_run(tmp_path, {"a": lambda p: p["label"], "b": lambda p: p["label"]}, labels={"a": "b"})
+    with pytest.raises(ValueError, match=r"^label: .*a.json goes by 'b', the file name of .*b.json's scores"):
+        load_scores(run, SPEC)
+    with pytest.raises(ValueError, match=r"^--model: 'b' is the label of one model and the score file of another"):
+        model_named("b", ["b", "B"], {"b": "a", "B": "b"}, run, "--model")
+    with pytest.raises(ValueError, match="with a letter or digit"):
+        ScoreSettings(label="<<>>")

@@ -113,10 +113,16 @@ def test_two_labels_derived_alike_go_by_their_slugs_and_a_given_one_alike_is_ref
     with pytest.raises(ValueError, match="a.yaml and c.yaml both go by 'A'"):
         labels.distinct({"a.yaml": ("A", False, "a"), "b.yaml": ("B", True, "b"), "c.yaml": ("A", True, "c")})
     run = simulated_run(tmp_path, {"a": lambda p: p["label"], "b": lambda p: p["label"]})  # both derive ...
-    for name in ("a", "b"):
+    slugs = []
+    for name in ("a", "b"):  # two checkpoints of one name in two folders, each score file named for its own
+        folder = tmp_path / name / "checkpoint-100"
+        folder.mkdir(parents=True)
+        slugs.append(paths.model_slug(str(folder)))
         side = run / "scores" / f"{name}.json"
-        side.write_text(json.dumps(dict(json.loads(side.read_text()), model="org/same-name")))
-    assert set(load_scores(run)["model"]) == {"a", "b"}
-    runstore.check_label_free(run, "same-name", "c", given=False)  # ... so a third derived alike is not refused
-    with pytest.raises(ValueError, match="already goes by 'same-name'"):
-        runstore.check_label_free(run, "same-name", "c", given=True)
+        side.write_text(json.dumps(dict(json.loads(side.read_text()), model=str(folder))))
+        for ext in (".json", ".parquet"):
+            side.with_suffix(ext).rename(side.parent / f"{slugs[-1]}{ext}")
+    assert set(load_scores(run)["model"]) == set(slugs) and slugs[0] != slugs[1]
+    runstore.check_label_free(run, "checkpoint-100", "c", given=False)  # ... so a third derived alike is not refused
+    with pytest.raises(ValueError, match="already goes by 'checkpoint-100'"):
+        runstore.check_label_free(run, "checkpoint-100", "c", given=True)

@@ -126,7 +126,8 @@ class _Checkpoints:
         bad = non_finite_rows(records)
         if bad:  # refused before it reaches a checkpoint or a score file
             raise ValueError(non_finite_message(self.meta.get("dtype"), self.meta.get("quantization", "none"),
-                                                len(bad), len(records), self.ids[bad[0]]))
+                                                len(bad), len(records), self.ids[bad[0]],
+                                                self.meta.get("adapter_scale")))
         self.done.update(records)
         now = time.perf_counter()
         if now - self.shown >= 2.0:

@@ -258,10 +258,15 @@ def resolve_margin(margin, dtype: str, quantization: str, device: str) -> tuple[
     return margin, None
 
 
-def non_finite_message(dtype: str, quantization: str, n_bad: int, n: int, first) -> str:
-    """The error for log-probabilities that came out NaN or inf: the setting to change first (``dtype`` or
-    ``quantization``), what happened in ``n_bad`` of ``n`` rows (``first``: the first such row's id), and the fix."""
+def non_finite_message(dtype: str, quantization: str, n_bad: int, n: int, first, adapter_scale=None) -> str:
+    """The error for log-probabilities that came out NaN or inf: the setting to change first (``adapter_scale`` above
+    1, ``dtype`` or ``quantization``), what happened in ``n_bad`` of ``n`` rows (``first``: the first such row's id),
+    and the fix."""
     rows = f"{n_bad} of {n} rows scored here (first: {first!r}) have log-probabilities that are NaN or inf"
+    if adapter_scale is not None and adapter_scale > 1:
+        return (f"adapter_scale: {adapter_scale!r}: {rows}: the adapter merged at {adapter_scale!r} times its strength "
+                "makes the model compute them. Use a smaller adapter_scale (1: the adapter as trained). Nothing "
+                "non-finite was written")
     if quantization == "8bit":
         return (f"quantization: 8bit: {rows}: LLM.int8 casts each layer's input to float16, and this model's "
                 f"activations overflow float16's range (±{FLOAT16_MAX:,.0f}). Use quantization: 4bit (bf16 compute) "

@@ -206,9 +206,9 @@ def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_a
     assert "adapter_scale" in score_settings.mismatched(ident[0.5], old)
 
 
-@pytest.mark.parametrize("scale, match", [(-0.5, "finite number ≥ 0"), (float("nan"), "finite number ≥ 0"),
-                                          (float("inf"), "finite number ≥ 0"), ("half", "finite number ≥ 0"),
-                                          (True, "finite number ≥ 0")])
+@pytest.mark.parametrize("scale, match", [(-0.5, "number from 0 to 100"), (float("nan"), "number from 0 to 100"),
+                                          (float("inf"), "number from 0 to 100"), ("half", "number from 0 to 100"),
+                                          (True, "number from 0 to 100"), (1e30, "number from 0 to 100")])
 def test_a_bad_adapter_scale_is_refused_by_name(tiny_model_dir, adapter_dir, scale, match):
     with pytest.raises(ValueError, match=rf"^adapter_scale: must be a {match}"):
         ScoreSettings(model=str(tiny_model_dir), adapter=str(adapter_dir), adapter_scale=scale)

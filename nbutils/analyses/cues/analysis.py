@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import analysis_run, artifacts, paths, runlock, runstore
+from ... import analysis_run, artifacts, labels, paths, runlock, runstore
 from ...analysis_params import ALPHA
 from ...stats import record
 from ...studies import for_run, get
@@ -237,6 +237,11 @@ def write(profile: Profile, run_dir) -> list[Path]:
     """Tables (CSV), figures (PNG + PDF) and the cue records merged into the run's ``summary.json``: earlier cue
     records are replaced, the study's own records and entries kept. ``cues_top`` stays in memory (it is the head of
     ``cues``)."""
+    with analysis_run.figures_as_text():  # a model's label is drawn as it is, never as mathtext
+        return _write(profile, run_dir)
+
+
+def _write(profile: Profile, run_dir) -> list[Path]:
     t = profile.tables
     figs = {}
     if not t["cues_top"].empty:
@@ -252,7 +257,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
                                                 "n_instances": len(profile.instances), **profile.design,
                                                 "notes": profile.notes})
         profile.summary = summary
-        profile.cues_text = results.results_text(summary)
+        profile.cues_text = labels.markdown_text(results.results_text(summary), analysis_run.model_names(summary))
         files = analysis_run.write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
         files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
         profile.files = files

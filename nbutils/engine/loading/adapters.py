@@ -90,6 +90,11 @@ def apply_adapter(net: torch.nn.Module, adapter: str, model: str, names: tuple[s
                 for name in module.active_adapters:
                     module.set_scale(name, scale)
     merged = peft_model.merge_and_unload()  # equal to the unmerged adapter to the loaded precision's rounding
+    if scale != 1:  # a strength the weights' precision cannot hold is said as such, not blamed on the model
+        bad = next((n for n, w in merged.named_parameters() if not torch.isfinite(w).all()), None)
+        if bad is not None:
+            raise ValueError(f"adapter_scale: {scale!r} merges {adapter} into weights that are not finite (first: "
+                             f"{bad}) at this precision; use a smaller adapter_scale (1: the adapter as trained)")
     meta = {"adapter_sha256": adapters.weights_sha256(folder),
             "adapter_base_model": config.get("base_model_name_or_path"), "adapter_rank": config.get("r"),
             "adapter_alpha": config.get("lora_alpha"), "adapter_layers": n_layers, "adapter_merged": True}

@@ -17,8 +17,11 @@ normal theory the worst coverage over every between-variant spread is as close t
 Furukawa and the Hartung–Knapp and Higgins–Thompson–Spiegelhalter intervals (docs/statistics.md gives the table)
 and quoted in ``COVERAGE``; with 24 variants no interval never narrower than the pooled gap's own CI can hold 90–97%
 at every spread with room for Monte-Carlo error (``benchmarks/prediction_limits.py``), and this one over-covers where
-the variants agree. Fewer than 3 variants: no interval is given. Nor for the crossed cells (``axis`` "all"): they
-share their templates and phrases, and taken as independent variants they give an interval that falls short. The
+the variants agree. Variants whose gaps agree exactly take the pooled gap's SE from their own sampling error
+(the modified Hartung–Knapp SE), never a zero-width interval; an interval over every gap there can be (−100 to 100
+points) is said to say nothing. Fewer than 3 variants: no interval is given. Nor for the crossed cells (``axis``
+"all"): they share their templates and phrases, and taken as independent variants they give an interval that falls
+short. The
 specification curve (``figures/specification_curve.png``) draws every crossed cell ordered by its gap.
 """
 from __future__ import annotations
@@ -36,6 +39,9 @@ from ...results import fmt_num
 from ...stats import claim, record
 
 MIN_VARIANTS = 3
+WHOLE = 0.005  # an interval within half a point of both ends of [−1, 1] spans every gap there can be
+AGREE_NOTE = ("the variants' gaps agree exactly, so the spread between them gives the pooled gap no SE; it is taken "
+              "from their own sampling error instead (the modified Hartung–Knapp SE)")
 LEVEL = 0.95
 REPORTED = "minimax_ci"
 METHODS = (REPORTED, "cd", "hk_pm_adhoc", "hk_pm", "hts_pm")  # the reported construction first; the others beside it
@@ -48,7 +54,7 @@ CONDITIONS = {"concept_learning": "concept learning", "explicit": "the concept s
 # the reported interval's coverage of a new variant's true gap in benchmarks/results/calibration_prediction.json
 # (lowest and highest over the cells with 3–4 variants, and with 24 independent variants; and over the crossed
 # template × phrase × answer-word cells, where no interval is given); a test checks them
-COVERAGE = {"variants": (0.9225, 0.965), "many": (0.9225, 0.9825), "crossed_axes": (0.8725, 0.985)}
+COVERAGE = {"variants": (0.925, 0.975), "many": (0.9225, 0.9825), "crossed_axes": (0.8725, 0.985)}
 
 
 CROSSED_NOTE = ("the combinations share their templates and phrases, so they are not independent variants: an interval "
@@ -147,6 +153,10 @@ def predict(gap, var, method: str = REPORTED, level: float = LEVEL, seed: int = 
     mu = float((w * gap).sum() / w.sum())
     hk_scale = (w * (gap - mu) ** 2).sum() / (k - 1)  # Hartung–Knapp: the SE's scale estimated from the spread
     se, df = float(np.sqrt(hk_scale / w.sum())), k - 1
+    if method == REPORTED and hk_scale <= 0:
+        # variants that agree exactly leave no spread to scale the SE by, and their gaps still carry their own
+        # sampling error: the scale is taken as 1 (the modified Hartung–Knapp SE), never a zero-width interval
+        se, out["note"] = float(np.sqrt(1 / w.sum())), AGREE_NOTE
     if method == REPORTED:
         q, b = constants(k)
         t2 = float(tau2_at(q_profile(gap, var), sps.chi2.ppf(1 - q, k - 1)))
@@ -256,9 +266,10 @@ def _pts(x: float) -> str:
 
 
 def pooled_ci(r: dict) -> tuple[float, float]:
-    """The pooled gap's own 95% CI from a record: estimate ± t_df · SE (Hartung–Knapp)."""
+    """The pooled gap's own 95% CI from a record: estimate ± t_df · SE (Hartung–Knapp), cut at ±100 points as the
+    prediction interval is (a gap of accuracies lies in [−1, 1])."""
     half = sps.t.ppf(0.975, r["df"]) * r["se"]
-    return r["estimate"] - half, r["estimate"] + half
+    return max(r["estimate"] - half, -1.0), min(r["estimate"] + half, 1.0)
 
 
 def _show(n: int) -> str:
@@ -315,6 +326,11 @@ def sentences(summary: dict) -> list[str]:
         # cannot avoid it); with 3–4 it has no such place
         cal = (f"in simulation it held a new {one}'s gap {100 * lo:.1f}–{100 * hi:.1f}% of the time"
                + (f", the most when the {many} agree" if k > 4 else ""))
+        if r["ci_low"] <= -1 + WHOLE and r["ci_high"] >= 1 - WHOLE:  # every gap there can be: no finding
+            lines.append(f"{who}: {tried}; the 95% prediction interval for a new {one} spans every gap there can be "
+                         f"({_pts(r['ci_low'])} to {_pts(r['ci_high'])} points), so {k} {many} of this size say "
+                         f"nothing about the gap a new one would show ({cal}); {same}; {found}.")
+            continue
         lines.append(f"{who}: {tried}; a new {one} of this kind would show a gap between {_pts(r['ci_low'])} and "
                      f"{_pts(r['ci_high'])} points (95% prediction interval, which {zero}; {cal}); {same}; {found}.")
     return lines

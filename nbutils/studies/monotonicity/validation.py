@@ -30,6 +30,7 @@ from ...headline import READING_WORDS, entries
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
 from . import stability
+from .validation_inputs import check_root, same_adapter
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
@@ -59,12 +60,6 @@ def seed_runs(root) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def _same_adapter(recorded, wanted: str) -> bool:
-    if not isinstance(recorded, str) or not recorded:
-        return False
-    return Path(recorded).name.rstrip("/") == Path(wanted).name.rstrip("/")
-
-
 def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
     """Score file stem (the model's name in the analysis) → its arm and dose, from each sidecar's ``adapter`` and
     ``adapter_scale`` (the ladder's dose is the scale, 1 where none is recorded; the decoy's is 1). A score file of
@@ -75,9 +70,9 @@ def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
         adapter = meta.get("adapter")
         scale = meta.get("adapter_scale")
         dose = 1.0 if scale is None else float(scale)
-        if _same_adapter(adapter, ladder_adapter):
+        if same_adapter(adapter, ladder_adapter):
             out[side.stem] = {"arm": "ladder", "dose": dose}
-        elif _same_adapter(adapter, decoy_adapter):
+        elif same_adapter(adapter, decoy_adapter):
             out[side.stem] = {"arm": "decoy", "dose": dose}
     return out
 
@@ -119,11 +114,13 @@ def seed_rows(summary: dict, arm_of: dict, seed: int, alpha: float = ALPHA) -> l
 
 
 def collect(root, ladder_adapter: str, decoy_adapter: str, analyse: Callable | None = None,
-            alpha: float = ALPHA) -> pd.DataFrame:
+            alpha: float = ALPHA, seeds: list[int] | None = None) -> pd.DataFrame:
     """Every seed's rows (``seed_rows``): each run's summary where it is the analysis of its current scores, else
-    ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error)."""
+    ``analyse(run)``'s (``analysis.analyze_run``: a run without a current analysis and no ``analyse`` is an error).
+    ``seeds``: the seeds to read (None: every ``seed-<N>`` folder); the root is checked first
+    (``validation_inputs.check_root``), before any seed is analysed."""
     rows, summaries = [], {}
-    for seed, run in seed_runs(root).items():
+    for seed, run in check_root(seed_runs(root), root, ladder_adapter, decoy_adapter, seeds).items():
         summary = current_summary(run)
         if summary is None:
             if analyse is None:
@@ -229,6 +226,8 @@ def _finite(x) -> bool:
 
 
 def _points(x: float) -> str:
+    if x is None or not math.isfinite(x):  # one prompt set: no interval across seeds
+        return "n/a"
     v = round(100 * x, 1)
     return f"{v + 0.0:+.1f}"  # + 0.0: a gap that rounds to zero reads +0.0, never -0.0
 

@@ -99,7 +99,7 @@ def test_the_models_table_has_a_row_per_model_in_the_sweeps_order(six):
     assert readings["At chance"] == "below_floor"
     assert readings["Tiny <b>LM</b> & co"] in ("learned", "mirror", "undetermined")
     text = paths.results_path(run).read_text()
-    assert models_table.MODELS_HEADING in text and r"| Tiny \<b\>LM\</b\> & co | 135M |" in text
+    assert models_table.MODELS_HEADING in text and r"| Tiny \<b\>LM\</b\> \& co | 135M |" in text
     assert r"| Downward \| better |" in text  # a name's pipe does not split the row
     cols, rows = models_table.shown(summary)
     assert [c for c, _ in cols][:2] == ["model", "parameters"]

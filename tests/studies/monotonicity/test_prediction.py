@@ -230,15 +230,18 @@ def test_sentences_agree_with_their_records_over_random_multiverses():
             assert not r["valid"] and "no prediction interval" in line and "includes" not in line
             continue
         assert r["valid"] and r["p"] is None
-        assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_high'])} points" in line
         lo, hi = prediction.COVERAGE["many" if k > 4 else "variants"]  # the simulated coverage, where it is highest
         assert f"gap {100 * lo:.1f}–{100 * hi:.1f}% of the time" in line and ("the most when" in line) == (k > 4)
+        if r["ci_low"] <= -0.995 and r["ci_high"] >= 0.995:  # every gap there can be: said to say nothing
+            assert "spans every gap there can be" in line and "say nothing" in line and "between" not in line
+            continue
+        assert f"between {prediction._pts(r['ci_low'])} and {prediction._pts(r['ci_high'])} points" in line
         assert ("which includes 0:" in line) == (r["ci_low"] <= 0 <= r["ci_high"])
         assert ("which excludes 0:" in line) == (not r["ci_low"] <= 0 <= r["ci_high"])
         same = int((np.sign(gap) == np.sign(r["estimate"])).sum())
         # why: the pooled gap's own CI (estimate ± t_df SE, from the record), the variants of the other sign, τ
-        half = sps.t.ppf(0.975, r["df"]) * r["se"]
-        lo, hi = r["estimate"] - half, r["estimate"] + half
+        half = sps.t.ppf(0.975, r["df"]) * r["se"]  # cut at ±100 points, as the interval is
+        lo, hi = max(r["estimate"] - half, -1), min(r["estimate"] + half, 1)
         assert (f"own 95% CI, {prediction._pts(lo)} to {prediction._pts(hi)} points, "
                 f"{'includes' if lo <= 0 <= hi else 'excludes'} 0") in line
         assert (f"{k - same} of the {k} " in line) == (r["ci_low"] <= 0 <= r["ci_high"] and k > same)
@@ -304,7 +307,10 @@ def test_committed_calibration_is_the_docs_table_and_the_sentences_numbers(cal):
     assert f"its median width is {med[rp]:.0f} points, the confidence-distribution interval's {med['cd']:.0f}" in docs
     # the cells outside 90–97% are all above it, with 24 variants that agree or differ little, and the page names them
     out = [r for r in rows if rep(r) and not 0.90 <= r[rp]["coverage"] <= 0.97]
-    assert all(r[rp]["coverage"] > 0.97 and r["tau"] <= 0.2 and many(r) for r in out)
+    # (with 24 variants that agree or differ little; with 3 of 16 prompts a direction, where the variants' gaps agree
+    # exactly in a few multiverses and take their SE from the variants' own sampling error)
+    assert all(r[rp]["coverage"] > 0.97 and (r["tau"] <= 0.2 and many(r) or r["design"]["name"] == "demo_phrases")
+               for r in out)
     assert f"Outside 90–97% lie only {len(out)} cells" in docs
     for r in out:
         assert f"{100 * r[rp]['coverage']:.1f}% ({r['design']['name']}, τ = {r['tau']:g})" in docs
