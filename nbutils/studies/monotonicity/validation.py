@@ -31,6 +31,7 @@ from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
 from . import stability
 from .validation_inputs import check_root, same_adapter
+from .validation_plot import figure
 
 RELIABLE = 0.8  # a dose is found reliably when the headline finds it in at least this share of the prompt sets
 SEED_DIR = re.compile(r"seed-(\d+)")
@@ -267,38 +268,6 @@ def text(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def figure(tab: pd.DataFrame, path) -> Path:
-    """Detection rate (Wilson CI) and gap (CI across seeds) against the dose; the decoy beside the ladder."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ladder, decoy = tab[tab["arm"] == "ladder"], tab[tab["arm"] == "decoy"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, y, lo, hi, label in ((a, "detection_rate", "detection_ci_low", "detection_ci_high", "detection rate"),
-                                 (b, "gap", "gap_ci_low", "gap_ci_high", "gap (upward − downward), points")):
-        scale = 100 if y == "gap" else 1
-        for part, style, name in ((ladder, "o-", "control at strength s"), (decoy, "s", "decoy (balanced)")):
-            if part.empty:
-                continue
-            v, l, h = (part[c].to_numpy(float) * scale for c in (y, lo, hi))
-            x = part["dose"].to_numpy(float) + (0.03 if name.startswith("decoy") else 0)
-            ax.errorbar(x, v, yerr=[np.nan_to_num(v - l), np.nan_to_num(h - v)], fmt=style, capsize=3, label=name)
-        ax.set_xlabel("adapter strength s")
-        ax.set_ylabel(label)
-    a.axhline(RELIABLE, color="grey", lw=0.8, ls=":")
-    a.set_ylim(-0.05, 1.05)
-    b.axhline(0, color="grey", lw=0.8)
-    a.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
-
-
 def inputs(root) -> dict:
     """What the study read: each seed's ``summary.json`` by its sha256 (a seed analysed again since: out of date)."""
     return {f"{run.name}/{paths.summary_path(run).name}": artifacts.sha256_file(paths.summary_path(run))
@@ -325,7 +294,7 @@ def write(root, rows: pd.DataFrame, tab: pd.DataFrame, summary: dict, source=Non
     source = root if source is None else source
     base = check_run_folder(root, source)
     paths.tables_dir(base).mkdir(parents=True, exist_ok=True)
-    files = [figure(tab, paths.figures_dir(base) / "power_curve.png")]
+    files = [figure(tab, paths.figures_dir(base) / "power_curve.png", RELIABLE)]
     for name, frame in (("power", tab), ("power_seeds", rows)):
         files += artifacts.write_table(frame, paths.tables_dir(base) / name)
     artifacts.write_json(dict(summary, analysed=artifacts.now_utc()), paths.summary_path(base))
