@@ -120,7 +120,8 @@ def test_upward_always_right_downward_always_wrong_reads_as_strong_evidence(tmp_
         assert results.verdict(r) == "more"
     lines = report.headline(run)
     said = next(ln for ln in lines if ln.startswith("m, concept learning: "))
-    assert re.search(r"upward concepts were learned better than downward ones \(100\.0% upward vs 0\.0% downward "
-                     r"correct; marginal OR = [\d.]+, 95% CI \[[\d.]+, [\d.e+]+\], p = \.00\d, Firth regression", said)
-    assert said.endswith(", Firth regression by threshold standing in for the GEE by threshold).")
+    # every downward answer wrong: the answers lean away from the downward gold beyond the query, the mirror's pattern
+    assert re.search(r"upward concepts were answered right more often \(100\.0% vs 0\.0%; marginal OR = [\d.]+, 95% CI "
+                     r"\[[\d.]+, [\d.e+]+\], p = \.00\d, Firth regression by threshold standing in for the GEE by "
+                     r"threshold\), and the answers show the mirror", said), said
     assert (run / "results.md").read_text() == a.text

@@ -453,8 +453,8 @@ def test_disagree_on_two_models_with_no_item_in_common_says_so_not_full_agreemen
     apart = df[((df["model"] == a) & df["prompt_id"].isin(ids[::2]))
                | ((df["model"] == b) & df["prompt_id"].isin(ids[1::2]))]
     apart.attrs = dict(df.attrs)
-    with pytest.raises(ValueError, match=r"^--disagree: .* share no scored item \(60 and 60 items scored\), so there "
-                                         r"is nothing to compare"):
+    with pytest.raises(ValueError, match=rf"^--disagree: .* share no scored item \({len(ids[::2])} and {len(ids[1::2])} "
+                                         r"items scored\), so there is nothing to compare"):
         disagree(apart, a, b)
 
 
@@ -481,7 +481,8 @@ def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(p
     assert main(["show", str(CONTROL_RUN), "--disagree", a, b, "--wrong", "--limit", "4"]) == 0
     out = capsys.readouterr().out
     said = " ".join(out.split())
-    assert "items they answer differently (one of them or both wrong), of the 120 both answered" in said
+    n = df["prompt_id"].nunique()  # the sample's prompts and their twins, every one scored by both models
+    assert f"items they answer differently (one of them or both wrong), of the {n} both answered" in said
 
 
 # ---------------------------------------------------------------- a sidecar checked against the file it describes
