@@ -10,6 +10,7 @@ from ..common import model_comparison, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats, twin_summary, twins
 from .params import MonotonicityParams
 from .scores import load_scores
+from .twins import originals
 
 
 Analysis = analysis_run.Analysis
@@ -90,18 +91,6 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
         a.tables["models"] = models_table.frame(a.summary)
     a.text = results.results_text(a.summary)
     return a
-
-
-def originals(scores: pd.DataFrame) -> pd.DataFrame:
-    """The prompts of the design without their twins (``twins``): what every statistic but the twins' reads."""
-    if "twin" not in scores:
-        return scores
-    keep = scores["twin"].isna() | (scores["twin"].astype(str) == "")
-    if keep.all():
-        return scores
-    out = scores[keep].reset_index(drop=True)
-    out.attrs = dict(scores.attrs)
-    return out
 
 
 def add_verdicts(models: dict, blocks: dict, counts: dict) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...runstore import load_scores as _load
 from .. import get
 from ..common import variants
+from .twins import originals
 
 
 def load_scores(run_dir, include_limited: bool = False, twins: bool = False):
@@ -16,10 +17,4 @@ def load_scores(run_dir, include_limited: bool = False, twins: bool = False):
     if "pred_yes" not in df and "answer_words" in df:
         yes = df["answer_words"].map(lambda n: variants.words(n)[0])
         df["pred_yes"] = (df["choice"] == yes).to_numpy()
-    if not twins and "twin" in df:
-        keep = df["twin"].isna() | (df["twin"].astype(str) == "")
-        if not keep.all():
-            attrs = dict(df.attrs)
-            df = df[keep].reset_index(drop=True)
-            df.attrs = attrs
-    return df
+    return df if twins else originals(df)

@@ -37,45 +37,25 @@ def _pooled_twins(blocks: list[dict]) -> dict | None:
     """The twin components of several prompt sets, counts summed and tested again."""
     if not blocks or not all(b.get("labels") for b in blocks):
         return None
-    out: dict = {}
-    lab = [b["labels"] for b in blocks]
-    f, a, n = (sum(int(x[k]) for x in lab) for k in ("follow", "against", "n"))
-    out["labels"] = _component(f, a, n)
-    thr = {}
+
+    def summed(parts: list[dict], name: str, direction: str | None = None) -> dict:
+        f, a, n = (sum(int(x[k]) for x in parts) for k in ("follow", "against", "n"))
+        return twins.counts_component(f, a, n, name, direction)
+
+    out: dict = {"labels": summed([b["labels"] for b in blocks], "labels")}
+    dirs = {}
     for d in ("upward", "downward"):
         parts = [(b.get("threshold") or {}).get(d) for b in blocks]
         if all(parts):
-            f, a, n = (sum(int(x[k]) for x in parts) for k in ("follow", "against", "n"))
-            thr[d] = _component(f, a, n)
-    if len(thr) == 2:
-        up, down = thr["upward"], thr["downward"]
-        b, c = up["follow"] + down["against"], up["against"] + down["follow"]
-        est, _, lo, hi = twins.agresti_min(b, c, up["n"] + down["n"])
-        thr["both"] = {"n": up["n"] + down["n"], "p": twins.threshold_p([(up["follow"], up["against"]),
-                                                                        (down["follow"], down["against"])]),
-                       "upward_reading": est, "upward_reading_ci_low": lo, "upward_reading_ci_high": hi,
-                       "upward_reading_p": twins.mcnemar_exact(b, c, "greater")}
-        out["threshold"] = thr
+            dirs[d] = summed(parts, "threshold", d)
+    if len(dirs) == 2:
+        out["threshold"] = {**dirs, "both": twins.joint_component(dirs, dirs["upward"]["n"] + dirs["downward"]["n"])}
     copies = [b.get("copy") for b in blocks]
     if all(copies):
-        k, n = sum(int(c["follow"]) for c in copies), sum(int(c["n"]) for c in copies)
-        lo, hi = wilson(k, n)
-        out["copy"] = {"n": n, "follow": k, "estimate": k / n, "ci_low": lo, "ci_high": hi,
-                       "p": float(sps.binomtest(k, n, 0.5, alternative="greater").pvalue)}
-    n_lab, n_thr = out["labels"]["n"], (out.get("threshold") or {}).get("both", {}).get("n", 0)
-    out["power"] = {"learner": twins.mcnemar_power(*twins.reference_cells("labels", "learner"), n_lab),
-                    "mirror": twins.mcnemar_power(*twins.reference_cells("threshold", "mirror"), n_thr, ALPHA, True),
-                    "n_label_pairs": n_lab, "n_threshold_pairs": n_thr,
-                    "prompts_needed": twins.prompts_needed(n_thr / n_lab if n_lab else 0.0),
-                    "reference_accuracy": twins.REFERENCE_ACCURACY, "margin": twins.EQUIVALENCE_MARGIN}
+        out["copy"] = twins.copy_component(sum(int(c["follow"]) for c in copies), sum(int(c["n"]) for c in copies))
+    n_thr = (out.get("threshold") or {}).get("both", {}).get("n", 0)
+    out["power"] = {**twins.power_block(out["labels"]["n"], n_thr), "margin": twins.EQUIVALENCE_MARGIN}
     return out
-
-
-def _component(f: int, a: int, n: int) -> dict:
-    est, se, lo, hi = twins.agresti_min(f, a, n)
-    _, _, lo90, hi90 = twins.agresti_min(f, a, n, 0.90)
-    return {"n": n, "follow": f, "against": a, "estimate": est, "se": se, "ci_low": lo, "ci_high": hi,
-            "ci90_low": lo90, "ci90_high": hi90, "p": twins.mcnemar_exact(f, a)}
 
 
 def pooled_summary(model: str, sets: list[dict], alpha: float = ALPHA) -> dict | None:

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ...stats import ALPHA
-from .twins import (EQUIVALENCE_MARGIN, REFERENCE_ACCURACY, mcnemar_power, prompts_needed, reference_cells,
-                    shifted_concept)
+from .twins import EQUIVALENCE_MARGIN, power_block, shifted_concept
 
 
 def _clean(d: dict) -> dict:
@@ -40,12 +39,7 @@ def summary_blocks(models: dict, tab: pd.DataFrame, alpha: float = ALPHA) -> Non
                 block[r["component"]] = r
         n_lab = block["labels"]["n"] if "labels" in block else 0
         n_thr = block["threshold"]["both"]["n"] if "threshold" in block else 0
-        block["power"] = {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_lab, alpha),
-                          "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_thr, alpha, True),
-                          "n_label_pairs": n_lab, "n_threshold_pairs": n_thr,
-                          "prompts_needed": prompts_needed(n_thr / n_lab if n_lab else 0.0, 0.8, alpha),
-                          "reference_accuracy": REFERENCE_ACCURACY,
-                          "margin": EQUIVALENCE_MARGIN}
+        block["power"] = {**power_block(n_lab, n_thr, alpha), "margin": EQUIVALENCE_MARGIN}
         entry = models.setdefault(model, {"conditions": {}})
         entry["conditions"].setdefault("concept_learning", {})["twins"] = block
 
@@ -134,8 +128,4 @@ def design_blocks(models: dict, scores: pd.DataFrame) -> None:
             continue
         share = threshold_share(scores) if share is None else share
         n, f = cond["n"], share.get(model, 0.0)
-        cond["twin_design"] = {"learner": mcnemar_power(*reference_cells("labels", "learner"), n),
-                               "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), int(n * f), ALPHA,
-                                                       True),
-                               "n_label_pairs": n, "n_threshold_pairs": int(n * f), "prompts_needed":
-                               prompts_needed(f), "reference_accuracy": REFERENCE_ACCURACY}
+        cond["twin_design"] = power_block(n, int(n * f), ALPHA, share=f)

@@ -153,11 +153,29 @@ def threshold_p(cells: list[tuple[int, int]]) -> float:
     return float(min(1.0, prob[sup >= stat - 1e-9].sum()))
 
 
+def is_original(df: pd.DataFrame) -> pd.Series:
+    """Which rows are prompts of the design rather than twins (every row of a dataset without twins)."""
+    if "twin" not in df:
+        return pd.Series(True, index=df.index)
+    return df["twin"].isna() | (df["twin"].astype(str) == "")
+
+
+def originals(df: pd.DataFrame) -> pd.DataFrame:
+    """The prompts of the design without their twins (its ``attrs`` kept): what every statistic but the twins'
+    reads."""
+    keep = is_original(df)
+    if keep.all():
+        return df
+    out = df[keep].reset_index(drop=True)
+    out.attrs = dict(df.attrs)
+    return out
+
+
 def pair_frame(scores: pd.DataFrame, kind: str) -> pd.DataFrame:
     """Each ``kind`` twin beside its original, per model: the original's and the twin's gold and answer, the
     concept's direction, ``follow`` (both right) and ``against`` (both wrong)."""
     tw = scores[scores["twin"].astype(str) == kind]
-    orig = scores[scores["twin"].isna() | (scores["twin"].astype(str) == "")]
+    orig = scores[is_original(scores)]
     cols = ["model", "prompt_id", "label", "pred_yes", "correct"]
     m = tw[["model", "twin_of", "label", "pred_yes", "correct", "monotonicity", "concept", "threshold"]].merge(
         orig[cols], left_on=["model", "twin_of"], right_on=["model", "prompt_id"], suffixes=("_twin", ""),
@@ -169,12 +187,41 @@ def pair_frame(scores: pd.DataFrame, kind: str) -> pd.DataFrame:
     return m
 
 
+def counts_component(follow: int, against: int, n: int, name: str = "", direction: str | None = None) -> dict:
+    """One twin component from its counts: the net share of ``n`` pairs that follow, its SE, 95% and 90% CIs and the
+    exact McNemar p."""
+    est, se, lo, hi = agresti_min(follow, against, n)
+    _, _, lo90, hi90 = agresti_min(follow, against, n, level=0.90)
+    return {"component": name, "direction": direction, "n": n, "follow": follow, "against": against, "estimate": est,
+            "se": se, "ci_low": lo, "ci_high": hi, "ci90_low": lo90, "ci90_high": hi90,
+            "p": mcnemar_exact(follow, against)}
+
+
 def _component(name: str, g: pd.DataFrame, direction: str | None = None) -> dict:
-    b, c, n = int(g["follow"].sum()), int(g["against"].sum()), len(g)
-    est, se, lo, hi = agresti_min(b, c, n)
-    _, _, lo90, hi90 = agresti_min(b, c, n, level=0.90)
-    return {"component": name, "direction": direction, "n": n, "follow": b, "against": c, "estimate": est, "se": se,
-            "ci_low": lo, "ci_high": hi, "ci90_low": lo90, "ci90_high": hi90, "p": mcnemar_exact(b, c)}
+    return counts_component(int(g["follow"].sum()), int(g["against"].sum()), len(g), name, direction)
+
+
+def joint_component(dirs: dict, n: int) -> dict:
+    """Both directions of the threshold twins (``dirs``: direction → its component): the exact joint test, and where
+    both directions are there the upward reading ("more than the examples' threshold" everywhere: upward pairs
+    following, downward ones going against), tested one-sided as its direction is fixed before the data."""
+    out = {"component": "threshold", "direction": "both", "n": n,
+           "follow": sum(r["follow"] for r in dirs.values()), "against": sum(r["against"] for r in dirs.values()),
+           "p": threshold_p([(r["follow"], r["against"]) for r in dirs.values()])}
+    up, down = dirs.get("upward"), dirs.get("downward")
+    if up and down:
+        b, c = up["follow"] + down["against"], up["against"] + down["follow"]
+        est, _, lo, hi = agresti_min(b, c, n)
+        out.update(upward_reading=est, upward_reading_ci_low=lo, upward_reading_ci_high=hi,
+                   upward_reading_p=mcnemar_exact(b, c, "greater"))
+    return out
+
+
+def copy_component(k: int, n: int) -> dict:
+    """Copy probes: ``k`` of ``n`` right against one half (one-sided exact binomial test, Wilson CI)."""
+    lo, hi = wilson(k, n)
+    return {"component": "copy", "direction": None, "n": n, "follow": k, "estimate": k / n, "ci_low": lo,
+            "ci_high": hi, "p": float(sps.binomtest(k, n, 0.5, alternative="greater").pvalue)}
 
 
 def table(scores: pd.DataFrame) -> pd.DataFrame:
@@ -191,32 +238,13 @@ def table(scores: pd.DataFrame) -> pd.DataFrame:
         if len(lg):
             rows.append({"model": model, **_component("labels", lg)})
         if len(sg):
-            dirs = {}
-            for d in ("upward", "downward"):
-                dg = sg[sg["monotonicity"] == d]
-                if len(dg):
-                    dirs[d] = _component("threshold", dg, d)
-                    rows.append({"model": model, **dirs[d]})
-            joint = {"model": model, "component": "threshold", "direction": "both", "n": len(sg),
-                     "follow": int(sg["follow"].sum()), "against": int(sg["against"].sum()),
-                     "p": threshold_p([(r["follow"], r["against"]) for r in dirs.values()])}
-            # the reading "more than the examples' threshold" everywhere: following upward, against downward
-            up, down = dirs.get("upward"), dirs.get("downward")
-            if up and down:
-                b = up["follow"] + down["against"]
-                c = up["against"] + down["follow"]
-                est, se, lo, hi = agresti_min(b, c, len(sg))
-                # one-sided: the mirror's reading is a direction fixed before the data (it follows "more than")
-                joint.update(upward_reading=est, upward_reading_ci_low=lo, upward_reading_ci_high=hi,
-                             upward_reading_p=mcnemar_exact(b, c, "greater"))
-            rows.append(joint)
+            dirs = {d: _component("threshold", dg, d) for d in ("upward", "downward")
+                    if len(dg := sg[sg["monotonicity"] == d])}
+            rows += [{"model": model, **r} for r in dirs.values()]
+            rows.append({"model": model, **joint_component(dirs, len(sg))})
             rows.append({"model": model, **prior_component(sg)})
         if len(cg):
-            k, n = int(cg["correct_twin"].sum()), len(cg)
-            lo, hi = wilson(k, n)
-            rows.append({"model": model, "component": "copy", "direction": None, "n": n, "follow": k,
-                         "estimate": k / n, "ci_low": lo, "ci_high": hi,
-                         "p": float(sps.binomtest(k, n, 0.5, alternative="greater").pvalue)})
+            rows.append({"model": model, **copy_component(int(cg["correct_twin"].sum()), len(cg))})
     return pd.DataFrame(rows)
 
 
@@ -274,6 +302,19 @@ def reference_cells(kind: str, model: str, acc: float = REFERENCE_ACCURACY) -> t
     return both, neither  # a learner on labels or threshold; the mirror on its upward reading
 
 
+def power_block(n_label: int, n_threshold: int, alpha: float = ALPHA, share: float | None = None) -> dict:
+    """The power the label test had against a learner and the threshold test against the mirror (each right
+    ``REFERENCE_ACCURACY`` of the time) at these numbers of pairs, and the concept-learning prompts at which both reach
+    80% (``share``: the prompts that get a threshold-shifted twin; default, as here)."""
+    if share is None:
+        share = n_threshold / n_label if n_label else 0.0
+    return {"learner": mcnemar_power(*reference_cells("labels", "learner"), n_label, alpha),
+            "mirror": mcnemar_power(*reference_cells("threshold", "mirror"), n_threshold, alpha, True),
+            "n_label_pairs": n_label, "n_threshold_pairs": n_threshold,
+            "prompts_needed": prompts_needed(share, 0.8, alpha),
+            "reference_accuracy": REFERENCE_ACCURACY}
+
+
 def prompts_needed(share: float, target: float = 0.8, alpha: float = ALPHA, stop: int = 20000) -> int | None:
     """The fewest concept-learning prompts (each with one twin of every kind; ``share`` of them get a threshold-shifted
     one) at which the label test against a learner and the threshold test against a mirror both reach ``target``."""
@@ -290,4 +331,5 @@ def prompts_needed(share: float, target: float = 0.8, alpha: float = ALPHA, stop
 
 __all__ = ["KINDS", "EQUIVALENCE_MARGIN", "check", "rng_for", "shifted_concept", "draw_examples", "agresti_min",
            "mcnemar_exact", "threshold_p", "pair_frame", "table", "prior_component", "mcnemar_power",
-           "reference_cells", "prompts_needed"]
+           "reference_cells", "prompts_needed", "counts_component", "joint_component", "copy_component", "is_original",
+           "originals", "power_block"]
