@@ -152,6 +152,14 @@ READING_WORDS = {"learned": "learned from the examples", "mirror": "the examples
                  "no_valid_test": "no valid test"}
 
 
+def reading_words(kind, floor_state=None) -> str:
+    """A reading in a few words; a model not shown above the floor whose CI reaches past its edge is said to be at
+    the edge, as its sentence says (``readings.floor_state``)."""
+    if kind == "below_floor" and floor_state == "edge":
+        return "at the edge of the task floor: no conclusion"
+    return READING_WORDS.get(kind, "")
+
+
 def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     """The headline tests as the first table of a report: per model and what is tested, the accuracies upward and
     downward and their gap where the study records them, the estimate with its 95% CI (printed as the sentences print
@@ -176,7 +184,7 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
                      "acc_down": pct(e.get("acc_down")),
                      "gap": f"{100 * gap:+.1f} pp" if isinstance(gap, (int, float)) else "",
                      "estimate": estimate.replace(", 95% CI", ","), "p": p.removeprefix("= "), "test": name,
-                     "reading": READING_WORDS.get(e.get("reading"), ""),
+                     "reading": reading_words(e.get("reading"), e.get("floor_state")),
                      "verdict": e.get("verdict"), "_order": (t.condition is None, not e.get("valid"))})
     rows.sort(key=lambda x: x.pop("_order"))  # stable: the tests per condition first, the ones not estimable last
     return rows

@@ -404,7 +404,10 @@ def test_the_real_report_leads_with_the_finding_and_prints_short(analysed, tmp_p
     assert rows[0][:5] == ["SmolLM2-135M-Instruct", "the upward vs downward gap under concept learning", "60.0%",
                            "50.0%", "+10.0 pp"]
     assert finding.select_one("figure img") and "Figure 1" in finding.find("figcaption").get_text()
-    assert "below the task floor" in finding.get_text()  # the demo's model is at chance: no conclusion about a bias
+    # the demo's model is not above chance, its 95% CI reaching past the floor's edge: the table and the sentence say
+    # it alike, with no conclusion about a bias
+    assert rows[0][-1] == "at the edge of the task floor: no conclusion"
+    assert "at the edge of the task floor" in finding.get_text() and "below the task floor" not in finding.get_text()
     assert str(run) not in html and str(paths.repo_root()) not in html and not soup.select("section.part pre")
     assert all(len(t.select("tbody > tr")) <= 8 or t.find_parent("details") for t in soup.find_all("table"))
     assert not [s["id"] for s in soup.select("section.part") if "Robustness" in s.get_text()[:200]]  # no variants

@@ -136,6 +136,7 @@ def table(sets: dict, models: list[str] | None = None, alpha: float = ALPHA) -> 
         rd = reading(pooled, m, CONDITION, alpha) if pooled else None
         out.append({"model": m, "per_set": per, "n_sets": len(per), "commonest": top,
                     "agree": kinds.count(top) if top else 0, "pooled": rd["reading"] if rd else None,
+                    "pooled_floor_state": rd["floor_state"] if rd else None,
                     "pooled_sentence": rd["sentence"] if rd else None})
     return out
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts, paths, studies
-from ...headline import READING_WORDS, entries
+from ...headline import entries, reading_words
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
 from . import stability
@@ -109,6 +109,7 @@ def seed_rows(summary: dict, arm_of: dict, seed: int, alpha: float = ALPHA) -> l
                      "test": e.get("test"), "method": e.get("method"), "p": e.get("p"), "valid": valid,
                      "verdict": e.get("verdict"), "detected": valid and e.get("verdict") == "more",
                      "flagged": valid and e.get("verdict") not in (None, "none"), "reading": e.get("reading"),
+                     "floor_state": e.get("floor_state"),
                      "floor_accuracy": floor.get("accuracy"), "above_floor": bool(floor.get("above")),
                      "uses_examples": bool(uses.get("uses"))})
     return rows
@@ -308,7 +309,7 @@ def write(root, rows: pd.DataFrame, tab: pd.DataFrame, summary: dict, source=Non
 def seed_cell(r) -> str:
     """One prompt set's reading of one model, in a few words, with its p (the side found where it is downward)."""
     kind = r["reading"] if isinstance(r["reading"], str) else "no_valid_test"
-    words = READING_WORDS.get(kind, kind.replace("_", " "))
+    words = reading_words(kind, r.get("floor_state")) or kind.replace("_", " ")
     side = " (downward)" if r["verdict"] == "less" else ""
     return f"{words}{side}, {fmt_p(r['p'])}" if r["valid"] and _finite(r["p"]) else f"{words}{side}"
 
@@ -330,7 +331,8 @@ def readings_table(rows: pd.DataFrame, stable: list | None = None) -> str:
         if by_model:
             st = by_model.get(g["model"].iloc[0]) or {}
             pooled = st.get("pooled")
-            cells += [f"{st['agree']} of {st['n_sets']}" if st else "", READING_WORDS.get(pooled, pooled or "none")]
+            cells += [f"{st['agree']} of {st['n_sets']}" if st else "",
+                      reading_words(pooled, st.get("pooled_floor_state")) or pooled or "none"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
