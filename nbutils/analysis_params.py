@@ -20,6 +20,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .checks import KIND_WORDS, int_words, is_int, must_be
+
 N_BOOT = 2000  # bootstrap resamples, wherever a study draws them
 ALPHA = 0.05  # the level a test is read at (the results in words, the cue profile's familywise level)
 
@@ -48,15 +50,14 @@ def allowed(f: dataclasses.Field) -> str:
     if "choices" in m:
         text = f"one of {list(m['choices'])}"
     elif kind == "bool":
-        text = "true or false" + (f" (true: {m['true']})" if "true" in m else "")
+        text = KIND_WORDS["bool"] + (f" (true: {m['true']})" if "true" in m else "")
     elif kind == "int":
-        text = (f"an integer ≥ {m.get('min')}" if "max" not in m else f"an integer from {m['min']} to {m['max']}") \
-            if "min" in m else "an integer"
+        text = int_words(m.get("min"), m.get("max"))
     elif kind == "float":
         text = (f"a number strictly between {m['between'][0]} and {m['between'][1]}" if "between" in m
-                else f"a number from {m['min']} to {m['max']}" if "min" in m else "a number")
+                else f"a number from {m['min']} to {m['max']}" if "min" in m else KIND_WORDS["float"])
     else:
-        text = "a text"
+        text = KIND_WORDS["str"]
     return text + (" or null" if optional and kind != "str" else "")
 
 
@@ -72,7 +73,7 @@ def _ok(f: dataclasses.Field, v) -> bool:
     if isinstance(v, bool):
         return False
     if kind == "int":
-        return isinstance(v, numbers.Integral) and m.get("min", v) <= v <= m.get("max", v)
+        return is_int(v, m.get("min"), m.get("max"))
     if kind == "float":
         if not isinstance(v, numbers.Real) or v != v:
             return False
@@ -94,7 +95,7 @@ class AnalysisParams:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if not _ok(f, v):
-                raise ValueError(f"{f.name}: must be {allowed(f)}, got {v!r}")
+                raise must_be(f.name, allowed(f), v)
             kind, _ = _kind(f)
             if kind == "str" and v == "" and _kind(f)[1]:
                 object.__setattr__(self, f.name, None)  # a notebook's "" (its cell cannot say None for a text)

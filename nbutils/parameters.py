@@ -14,21 +14,16 @@ from pathlib import Path
 
 from . import paths
 from .analysis_params import n_boot_field
-from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS, check_int
+from .checks import int_words, is_int
+from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
 
 
 def integer(lo: int, hi: int | None = None, none: bool = False):
-    """A check that a value is an integer (``score_settings.check_int``: not a bool) from ``lo`` (to ``hi``; or None
-    when ``none``); ``.allowed`` says so in words."""
+    """A check that a value is an integer (``checks.is_int``: not a bool) from ``lo`` (to ``hi``; or None when
+    ``none``); ``.allowed`` says so in words (``checks.int_words``)."""
     def ok(v) -> bool:
-        if v is None:
-            return none
-        try:
-            check_int("", v, lo, hi)
-        except ValueError:
-            return False
-        return True
-    ok.allowed = (f"an integer ≥ {lo}" if hi is None else f"an integer from {lo} to {hi}") + (" or null" if none else "")
+        return none if v is None else is_int(v, lo, hi)
+    ok.allowed = int_words(lo, hi) + (" or null" if none else "")
     return ok
 
 

@@ -49,10 +49,8 @@ def installed_checkout() -> Path | None:
 
 
 def repo_root() -> Path:
-    """The checkout this package was installed from; a RuntimeError for a copy installed without ``-e``.
-
-    For the folder relative paths are taken from, use ``root()``.
-    """
+    """The checkout this package was installed from; a RuntimeError for a copy installed without ``-e`` (for the
+    folder relative paths are taken from, use ``root()``)."""
     found = installed_checkout()
     if found is None:
         raise RuntimeError(f"nbutils is not installed from a checkout (it is at {Path(__file__).resolve().parent}); "
@@ -69,10 +67,7 @@ def root() -> Path:
             raise ValueError(f"{ROOT_ENV}: {folder} is not an existing folder")
         return folder
     cwd = Path.cwd()
-    for folder in (cwd, *cwd.parents):
-        if is_checkout(folder):
-            return folder
-    return installed_checkout() or cwd
+    return next((f for f in (cwd, *cwd.parents) if is_checkout(f)), None) or installed_checkout() or cwd
 
 
 def shipped_copy(path: str | Path) -> Path | None:
@@ -81,8 +76,7 @@ def shipped_copy(path: str | Path) -> Path | None:
     p = Path(path)
     if p.is_absolute() or not p.parts or p.parts[0] not in SHIPPED:
         return None
-    found = installed_checkout()
-    base = found if found is not None else BUNDLED
+    base = installed_checkout() or BUNDLED
     return base / p if (base / p).exists() else None
 
 
@@ -93,9 +87,7 @@ def resolve(path: str | Path) -> Path:
     if p.is_absolute():
         return p
     here = root() / p
-    if here.exists():
-        return here
-    return shipped_copy(p) or here
+    return here if here.exists() else shipped_copy(p) or here
 
 
 def model_slug(model: str) -> str:
@@ -150,6 +142,17 @@ def precision_tag(quantization: str | None = None, dtype: str | None = None) -> 
     return None
 
 
+def scale_recorded(adapter, scale) -> float | None:
+    """The one rule for an adapter's strength in a score's name and identity: None at full strength (1) or without
+    an adapter (so a file scored before the setting existed, or at full strength, is the same scoring)."""
+    return float(scale) if adapter and scale is not None and scale != 1 else None
+
+
+def scale_of(recorded) -> float:
+    """The strength a recorded ``adapter_scale`` stands for: 1 (full strength) where none is recorded."""
+    return 1.0 if recorded is None else float(recorded)
+
+
 def score_slug(model: str, quantization: str | None = None, dtype: str | None = None,
                adapter: str | None = None, adapter_scale: float = 1.0) -> str:
     """The name a model's score files start with (the one place it is derived, for the score notebook, the sweep and
@@ -157,8 +160,8 @@ def score_slug(model: str, quantization: str | None = None, dtype: str | None = 
     with ``-s{scale}`` when it is merged at another strength than 1: ``….upward-control-s0.5``), plus the precision
     when it was set explicitly (``{slug}.8bit``, ``{slug}.float32`` is not tagged: see ``precision_tag``), so one run
     can hold the same model at several precisions, with several adapters and at several adapter strengths."""
-    tag = precision_tag(quantization, dtype)
-    scale = f"-s{adapter_scale:g}" if adapter and adapter_scale != 1 else ""
+    tag, recorded = precision_tag(quantization, dtype), scale_recorded(adapter, adapter_scale)
+    scale = "" if recorded is None else f"-s{recorded:g}"
     return model_slug(model) + (f".{model_slug(adapter)}{scale}" if adapter else "") + (f".{tag}" if tag else "")
 
 

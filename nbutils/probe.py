@@ -1,7 +1,7 @@
 """Score prompts and their answer options in a notebook cell: ``score_choices(model, prompts, options)`` →
 a DataFrame of each option's log-probability, the margin and the choice.
 
-It is the score notebook's engine and settings without a run directory: the same ``ScoreSettings`` (a model name, or a
+It is the score notebook's engine and settings without a run directory: the same ``EngineSettings`` (a model name, or a
 model file of ``params/models/`` as the sweep reads it, with any setting given by name on top), the same loading
 (``engine.models.load_model``: device, dtype, quantization, re-scoring margin resolved for this host) and the same
 answer-choice scorer, batch plan and float32 re-scoring as ``engine.run.score_run``, so a prompt scores here exactly as
@@ -29,14 +29,14 @@ def _spec(options, gold, systems) -> DatasetSpec:
 
 def _settings(model, params: dict):
     """The resolved-to-be settings of a model name or a model file (``.yaml``), with ``params`` on top."""
-    from .engine.settings import ScoreSettings
+    from .engine.settings import EngineSettings
     from .notebooks import load_yaml
 
     spec = _spec(("Yes", "No"), None, None)
     if isinstance(model, (str, Path)) and str(model).endswith((".yaml", ".yml")):
         from_file = load_yaml(model, what="model")
-        return ScoreSettings.of_model_file(spec, {**from_file, **params})
-    return ScoreSettings.from_params(spec, model=str(model), **params)
+        return EngineSettings.of_model_file(spec, {**from_file, **params})
+    return EngineSettings.from_params(spec, model=str(model), **params)
 
 
 _SEQUENCES = (list, tuple, pd.Series, pd.Index)

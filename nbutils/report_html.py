@@ -17,6 +17,7 @@ from copy import copy
 from markupsafe import Markup
 
 from .report_items import _ITEMS_CSS, ITEMS_SCRIPT, SCRIPT_HASH, items_html  # noqa: F401 - the item browser
+from .results import EVIDENCE
 
 FOLD_ROWS = 8  # a table of more rows than this is folded away (a click opens it)
 FOLD_CHARS = 2500  # and so is a table of fewer rows holding more text than this (long notes)
@@ -121,14 +122,14 @@ def headline_table(rows: list[dict]) -> Markup:
         return Markup("")
     cols = [c for c in HEADLINE_COLUMNS if any(r.get(c[0]) for r in rows)]
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return Markup(env.from_string(_HEADLINE).render(cols=cols, rows=rows))
+    return Markup(env.from_string(_HEADLINE).render(cols=cols, rows=rows, evidence=EVIDENCE))
 
 
 HEADLINE_COLUMNS = [("model", "model"), ("what", "what is tested"), ("acc_up", "accuracy upward"),
                     ("acc_down", "accuracy downward"), ("gap", "gap"), ("estimate", "estimate, 95% CI"), ("p", "p"),
                     ("test", "test"), ("reading", "what it means")]
 _HEADLINE = """<table class="headline"><thead><tr>{% for c in cols %}<th>{{ c[1] }}</th>{% endfor %}</tr></thead>
-<tbody>{% for r in rows %}<tr{% if r.verdict in ("more", "less", "effect") %} class="evidence"{% endif %}>
+<tbody>{% for r in rows %}<tr{% if r.verdict in evidence %} class="evidence"{% endif %}>
 {%- for c in cols %}<td class="{{ c[0] }}">{{ r.get(c[0]) or "" }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table>"""
 

@@ -208,7 +208,7 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
         digits = 1
     # where the words claim a side, the estimate never prints as the null value itself (OR = 1.00 beside "upward
     # concepts were learned better"); elsewhere the null is what a near-null estimate should look like
-    claims_side = verdict(record, alpha) in ("more", "less", "effect")
+    claims_side = found(record, alpha)
     text = _fmt_distinct(est, null, fmt, digits) if claims_side else fmt(est, digits)
     unit = "%" if scale == "proportion" else (" points" if scale == "points" else "")
     ci_unit = "%" if scale == "proportion" else ""
@@ -262,6 +262,15 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
     if sided == "none":
         return "effect"
     return "more" if est > null else "less"  # _unreadable has ruled out the null and the side a test ignores
+
+
+EVIDENCE = ("more", "less", "effect")  # the verdicts that are a finding
+
+
+def found(record: dict, alpha: float = ALPHA) -> bool:
+    """Whether the record is a finding at ``alpha`` (the one rule the report and ``nbutils runs`` share): valid,
+    significant, and for a one-sided test its estimate on the side the test looks at (``verdict`` in ``EVIDENCE``)."""
+    return verdict(record, alpha) in EVIDENCE
 
 
 def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *, who: bool = True,

@@ -16,7 +16,7 @@ from pathlib import Path
 from . import artifacts, freshness, paths, studies
 from .records import Record, SummaryVersionError, as_record
 from .headline import entries
-from .results import fmt_p, headline_records, phrase, short_method
+from .results import fmt_p, found, headline_records, phrase, short_method
 from .runstore import load_scores, score_inventory
 
 
@@ -80,10 +80,6 @@ def _line(r: Record, entry: dict) -> str:
     return f"{head} ({numbers}, {short_method(r)})"
 
 
-def _found(r: Record) -> bool:
-    return r.valid and isinstance(r.p, (int, float)) and r.p < 0.05
-
-
 def _headlines(summary: dict, most: int = 4) -> list[str]:
     """Each model's headline in a line (its first headline test, as the report's first screen reads it: the
     reading of the gap where the study has readings), the models that found something first; with more than ``most``
@@ -102,18 +98,18 @@ def _headlines(summary: dict, most: int = 4) -> list[str]:
         per[""] = [r for r in recs if r not in pairs] or pairs
     firsts = [rs[0] for rs in per.values()]
     others = sum(len(rs) - 1 for rs in per.values())
-    firsts.sort(key=lambda r: not _found(r))  # stable: the order the records came in within each kind
+    firsts.sort(key=lambda r: not found(r))  # stable: the order the records came in within each kind
     out = [_line(r, said.get((r.model, r.condition, r.term, r.test), {})) for r in firsts[:most]]
     rest = firsts[most:]
     if rest:
-        out.append(f"… {len(rest)} more model{'s' * (len(rest) > 1)}, {sum(map(_found, rest))} of them with a "
+        out.append(f"… {len(rest)} more model{'s' * (len(rest) > 1)}, {sum(map(found, rest))} of them with a "
                    "finding at p < .05 (results.md)")
     if others:
         out.append(f"+ {others} more headline test{'s' * (others > 1)} of {'these models' if len(per) > 1 else 'it'} "
-                   f"(other conditions or terms), {sum(_found(r) for rs in per.values() for r in rs[1:])} at p < .05 "
+                   f"(other conditions or terms), {sum(found(r) for rs in per.values() for r in rs[1:])} at p < .05 "
                    "(results.md)")
     if pairs:
-        out.append(f"+ {len(pairs)} comparison{'s' * (len(pairs) > 1)} of two models, {sum(map(_found, pairs))} at "
+        out.append(f"+ {len(pairs)} comparison{'s' * (len(pairs) > 1)} of two models, {sum(map(found, pairs))} at "
                    "p < .05 (results.md)")
     return out
 

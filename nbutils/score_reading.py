@@ -70,7 +70,7 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
                      "label": _label(meta, side.stem), "label_given": meta.get("label") is not None, "status": status,
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
-                     "adapter_scale": meta.get("adapter_scale") if meta.get("adapter_scale") is not None else 1.0,
+                     "adapter_scale": paths.scale_of(meta.get("adapter_scale")),
                      "precision": precision.precision_label(meta),
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
     return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned",
@@ -101,10 +101,11 @@ def misnamed(side: Path, meta: dict) -> str | None:
     if not isinstance(model, str) or not model:
         return "its sidecar names no model"
     adapter, scale = meta.get("adapter"), meta.get("adapter_scale")
+    scale = paths.scale_recorded(adapter, scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) \
+        else None
     pattern = _name_part(model)
     if adapter:
-        pattern += r"\." + _name_part(adapter) + (re.escape(f"-s{float(scale):g}") if isinstance(scale, (int, float))
-                                                 and not isinstance(scale, bool) and scale != 1 else "")
+        pattern += r"\." + _name_part(adapter) + (re.escape(f"-s{scale:g}") if scale is not None else "")
     if "quantization_requested" in meta or "dtype_requested" in meta:
         tag = paths.precision_tag(meta.get("quantization_requested"), meta.get("dtype_requested"))
         pattern += re.escape(f".{tag}") if tag else ""
@@ -117,8 +118,7 @@ def misnamed(side: Path, meta: dict) -> str | None:
     if re.fullmatch(pattern, side.stem):
         return None
     what = model + (f" with the adapter {adapter}" if adapter else "") + (
-        f" at strength {scale:g}" if isinstance(scale, (int, float)) and not isinstance(scale, bool) and adapter
-        and scale != 1 else "")
+        f" at strength {scale:g}" if scale is not None else "")
     return (f"its sidecar describes {what}, whose score file would not be named {side.stem} (a renamed file, or a "
             "sidecar edited or copied from another file); score the model again rather than rename its files")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import adapters, labels, paths
+from . import adapters, checks, labels, paths
 from .spec import SCORERS  # the kinds of scorer a dataset names
 
 AUTO = "auto"  # a setting decided when the model loads, for the host it loads on
@@ -71,14 +71,7 @@ OPTIONAL_INTEGERS = ("threads", "limit")
 
 # ---------------------------------------------------------------- the checks, each once
 
-def check_int(name: str, value, lo: int, hi: int | None = None) -> int:
-    """``value`` as an int if it is an integer (not a bool) from ``lo`` (to ``hi``); else a ValueError naming the
-    parameter."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
-        raise ValueError(f"{name}: must be an integer ≥ {lo}, got {value!r}")
-    if hi is not None and value > hi:
-        raise ValueError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
-    return int(value)
+check_int = checks.check_int  # an integer field's check, phrased as every record phrases it
 
 
 def check_choice(name: str, value, choices: tuple) -> None:
@@ -107,10 +100,7 @@ def check_adapter_scale(scale, adapter) -> None:
                          "set adapter, or leave adapter_scale at 1")
 
 
-def scale_recorded(adapter, scale) -> float | None:
-    """What a score file records as ``adapter_scale``: the strength when an adapter is merged at another than 1, else
-    None (so a file scored before the setting existed, or with the adapter at full strength, is the same scoring)."""
-    return float(scale) if adapter and scale != 1 else None
+scale_recorded = paths.scale_recorded  # what a score file records as ``adapter_scale`` (None at full strength)
 
 
 def check_rescore_margin(rescore_margin) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts
+from . import artifacts, checks
 from .score_settings import ScoreIdentity
 
 SCHEMA_VERSION = 1
@@ -49,7 +49,7 @@ KINDS = {"str": ("string",), "int": ("integer",), "number": ("number",), "bool":
 def _is(kind: str, v) -> bool:
     if isinstance(v, bool):
         return kind == "bool"
-    return any({"str": isinstance(v, str), "int": isinstance(v, numbers.Integral),
+    return any({"str": isinstance(v, str), "int": checks.is_int(v),
                 "number": isinstance(v, numbers.Real), "bool": False, "list": isinstance(v, (list, tuple)),
                 "dict": isinstance(v, Mapping)}[k] for k in kind.split("|"))
 
@@ -230,8 +230,7 @@ NEEDED = ("model", "dataset_file", "dataset_sha256", "scorer", "id_column", "com
 def _check(name: str, value, kind: str, nullable: bool) -> None:
     if value is UNSET or (value is None and nullable) or (value is not None and _is(kind, value)):
         return
-    raise ValueError(f"{name}: a score sidecar records {'null or ' if nullable else ''}{kind.replace('|', ' or ')} "
-                     f"here, got {value!r}")
+    raise checks.must_be(name, f"{checks.kind_words(kind, nullable)} in a score sidecar", value)
 
 
 def write(sidecar: ScoreSidecar | Mapping, path: str | Path) -> ScoreSidecar:

@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, studies
+from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, score_sidecar, studies
 from .notebooks import Progress as _Progress
 from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
@@ -290,10 +290,10 @@ def _relabel(run: Path, spec, p: dict) -> None:
     """A scored model whose model file now gives another ``label``: the label its sidecar records is replaced (a
     label is display text, not part of what was scored, so the scores stay), and the sweep says so."""
     side = paths.sidecar(score_settings.ScoreSettings.of_model_file(spec, p).score_file(run))
-    meta = artifacts.read_json(side)
+    meta = score_sidecar.read(side)
     if meta.get("label") != p.get("label"):
         print(f"[sweep] {side.stem}: label {meta.get('label')!r} → {p.get('label')!r} (the scores stay)", flush=True)
-        artifacts.write_json({**meta, "label": p.get("label")}, side)
+        score_sidecar.write(meta.replace(label=p.get("label")), side)
 
 
 def _set_aside_changed(run: Path, spec, p: dict, shards: int = 1) -> None:

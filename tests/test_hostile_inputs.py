@@ -983,11 +983,11 @@ def test_a_file_or_a_name_too_long_as_run_dir_is_said_in_words(run, tmp_path, ca
     ("a/b/c", "no such folder"), (__file__, "is a file, not a model folder"), ("/", "holds no config.json"),
 ])
 def test_a_missing_local_model_is_no_such_folder_before_the_hub_is_asked(run, model, said):
-    from nbutils.engine.settings import ScoreSettings
+    from nbutils.engine.settings import EngineSettings
 
     refused(run, lambda: models.load_model(model), rf"^model: .*{said}")
     with pytest.raises(ValueError, match=rf"^model: .*{said}"):
-        ScoreSettings(model=model)
+        EngineSettings(model=model)
 
 
 def test_a_report_on_a_cut_off_analysis_names_the_file_and_says_it_did_not_finish(run, capsys):
@@ -1389,7 +1389,8 @@ def test_a_strength_missing_from_a_seed_or_edited_in_a_sidecar_is_refused_naming
     with pytest.raises(ValueError, match=rf"^root: .*{quarter}.json: its sidecar describes .* at strength 0.3"):
         _collect(validation_root, seeds=[31, 33])
     side.write_text(json.dumps(dict(json.loads(side.read_text()), adapter_scale="0.25")))
-    with pytest.raises(ValueError, match=r"^root: .* records adapter_scale '0.25', not a number"):
+    with pytest.raises(ValueError, match=r"^root: .*: adapter_scale: must be null or a number in a score sidecar, "
+                                         r"got '0.25'; score that model again"):
         _collect(validation_root, seeds=[31, 33])
 
 

@@ -448,3 +448,20 @@ def test_property_a_headline_names_its_method_in_six_words_and_a_caveat_says_why
         assert f"({results.short_method(rec)})" in words and len(results.short_method(rec).split()) <= 6, words
         for caveat in fit_caveats([rec]):
             assert len(caveat.split()) <= 40 and "orders of magnitude" not in caveat, caveat
+
+
+def test_runs_and_the_report_call_the_same_records_found():
+    """A one-sided test significant with its estimate on the side it does not look at is no finding, for the report's
+    first table and for `nbutils runs` alike (one rule: ``results.found``)."""
+    from nbutils import report_html, run_index
+    from nbutils.records import summary_json
+
+    h = claim("the gap", "upward concepts were learned better", "downward concepts were learned better", sided="greater")
+    wrong = record("gee", "upward", -0.4, ci_low=-0.8, ci_high=0.0, p=0.01, hypothesis=h, model="a", headline=True)
+    right = record("gee", "upward", 0.4, ci_low=0.1, ci_high=0.8, p=0.01, hypothesis=h, model="b", headline=True)
+    assert [results.found(r) for r in (wrong, right)] == [False, True]
+    summary = summary_json({"records": [dict(wrong), dict(right)]})
+    lines = run_index._headlines(summary, most=1)
+    assert lines[0].startswith("b — ") and lines[1].startswith("… 1 more model, 0 of them with a finding"), lines
+    rows = headline.table_rows(summary)
+    assert str(report_html.headline_table(rows)).count('class="evidence"') == 1

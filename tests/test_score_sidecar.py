@@ -74,9 +74,9 @@ def test_score_files_and_checkpoints_are_written_through_the_record(validator, r
 
 @pytest.mark.parametrize("change, said", [
     ({"colour": "blue"}, r"^colour: not a key of a score sidecar \(ScoreSidecar\); the keys are \["),
-    ({"n_parameters": "135M"}, r"^n_parameters: a score sidecar records null or int here, got '135M'"),
-    ({"num_shards": None}, r"^num_shards: a score sidecar records int here, got None"),
-    ({"complete": "yes"}, r"^complete: a score sidecar records bool here, got 'yes'"),
+    ({"n_parameters": "135M"}, r"^n_parameters: must be null or an integer in a score sidecar, got '135M'"),
+    ({"num_shards": None}, r"^num_shards: must be an integer in a score sidecar, got None"),
+    ({"complete": "yes"}, r"^complete: must be true or false in a score sidecar, got 'yes'"),
     ({"schema_version": 99}, r"^schema_version: this suite writes score sidecars of schema_version 1, got 99"),
 ])
 def test_a_key_it_does_not_know_or_a_wrong_kind_is_refused_before_anything_is_written(run, tmp_path, change, said):
@@ -129,7 +129,7 @@ def test_a_sidecar_of_another_version_or_a_wrong_value_is_refused_by_name(run, t
     with pytest.raises(SidecarError, match=rf"{side.name} has schema_version {version!r}; .*score that model again"):
         score_sidecar.read(side)
     copy2, side2 = _older(run, tmp_path / "2", schema_version=SCHEMA_VERSION, n_rows="many")
-    with pytest.raises(SidecarError, match=r"n_rows: a score sidecar records int here, got 'many'; score that model"):
+    with pytest.raises(SidecarError, match=r"n_rows: must be an integer in a score sidecar, got 'many'; score that model"):
         score_sidecar.read(side2)
 
 

@@ -13,7 +13,7 @@ import yaml
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from nbutils import artifacts, paths
+from nbutils import artifacts, paths, score_sidecar
 from nbutils.studies.monotonicity import validation
 
 DOSES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -96,7 +96,9 @@ def test_the_arms_are_read_from_the_score_files_sidecars(tmp_path):
                        ("m.control-s0.5", {"adapter": "adapters/smollm2-135m-upward-control", "adapter_scale": 0.5}),
                        ("m.decoy", {"adapter": "/abs/adapters/smollm2-135m-balanced-decoy/"}),
                        ("m", {"adapter": None})):
-        artifacts.write_json(meta, paths.scores_dir(run) / f"{stem}.json")
+        score_sidecar.write({"model": "m", "dataset_file": "prompts.parquet", "dataset_sha256": "0" * 64,
+                             "scorer": "choices", "id_column": "item_id", "complete": True, **meta},
+                            paths.scores_dir(run) / f"{stem}.json")
     got = validation.arms(run, "adapters/smollm2-135m-upward-control", "adapters/smollm2-135m-balanced-decoy")
     assert got == {"m.control": {"arm": "ladder", "dose": 1.0}, "m.control-s0.5": {"arm": "ladder", "dose": 0.5},
                    "m.decoy": {"arm": "decoy", "dose": 1.0}}

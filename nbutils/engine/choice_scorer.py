@@ -15,7 +15,7 @@ from .split import FLOAT32_TAIL, TAIL_GROUP_ROWS
 class ChoiceScorer:
     """Answer choices as a ``scorer.Scorer``: built with the prompts' tokens, the float32 tail and the re-scoring
     margin the resolved settings allow (a number, or ``"auto"``, which ``calibrate`` turns into one measured on this
-    run's own prompts); the batch plan is the settings' (``ScoreSettings.batch_plan``)."""
+    run's own prompts); the batch plan is the settings' (``EngineSettings.batch_plan``)."""
 
     kind = "choices"
 

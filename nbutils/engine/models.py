@@ -1,7 +1,7 @@
 """Loading a model for scoring: resolve the settings for this host once, say what is worth saying once, then load.
 
-``load_model(settings)`` takes a validated ``settings.ScoreSettings`` (or the same parameters by name, for scripts),
-resolves it (``ScoreSettings.resolve``: device, dtype, quantization, re-scoring margin, memory) and hands it to
+``load_model(settings)`` takes a validated ``settings.EngineSettings`` (or the same parameters by name, for scripts),
+resolves it (``EngineSettings.resolve``: device, dtype, quantization, re-scoring margin, memory) and hands it to
 ``loading.load``, which carries it out.
 """
 from __future__ import annotations
@@ -12,15 +12,15 @@ from ..score_settings import DEFAULT_MODEL, SETTINGS
 from .loading.host import Host
 from .loading.load import LoadedModel, ModelSource, load
 from .loading.quantization import quiet_loading
-from .settings import ScoreSettings
+from .settings import EngineSettings
 
 
 @quiet_loading()
-def load_model(model: str | ScoreSettings = DEFAULT_MODEL, *, scorer: str | None = None, host: Host | None = None,
+def load_model(model: str | EngineSettings = DEFAULT_MODEL, *, scorer: str | None = None, host: Host | None = None,
                **params) -> LoadedModel:
-    """Load a model by embedded name, hub id or local folder, as ``model`` (a ``ScoreSettings``) or the settings
+    """Load a model by embedded name, hub id or local folder, as ``model`` (an ``EngineSettings``) or the settings
     given by name say (``quantization``, ``dtype``, ``device``, ``revision``, ``threads``, ``rescore_margin``,
-    ``masked``, ``adapter``: defaults as ``ScoreSettings``'s; ``scorer``: the dataset's scorer kind, sentences for a
+    ``masked``, ``adapter``: defaults as ``EngineSettings``'s; ``scorer``: the dataset's scorer kind, sentences for a
     masked LM by default); keep a float32 twin when re-scoring is on. ``host``: the host to resolve for (probed when
     not given). The resolved settings are ``LoadedModel.settings``; their warnings are printed once.
 
@@ -32,18 +32,18 @@ def load_model(model: str | ScoreSettings = DEFAULT_MODEL, *, scorer: str | None
     ``dtype: auto`` exact float32 on a CPU. ``quantization: auto`` is ``none`` on CPU and the most exact precision
     that fits the GPU.
     """
-    if isinstance(model, ScoreSettings):
+    if isinstance(model, EngineSettings):
         settings = model
     else:
         kind = scorer or ("sentences" if params.get("masked") is True else SETTINGS["scorer"])
-        settings = ScoreSettings(model=model, scorer=kind, **params)
+        settings = EngineSettings(model=model, scorer=kind, **params)
     source = None if settings.embedded else ModelSource(settings.model, settings.revision)
     settings = settings.resolve(host or Host.probe(), None if source is None else source.n_params)
     say_warnings(settings)
     return load(settings, source)
 
 
-def say_warnings(settings: ScoreSettings) -> None:
+def say_warnings(settings: EngineSettings) -> None:
     """Print, once, what the resolved settings warn of (8-bit's slowness is also a Python warning)."""
     for line in settings.need_resolved().warnings:
         if line.startswith("quantization: 8bit:"):

@@ -3,7 +3,7 @@
 ``score_run`` scores ``{run}/<dataset file>`` with one loaded model into ``{run}/scores/{slug}….parquet`` + ``.json``
 (the files are named and kept by ``runstore``). The batch plan is fixed before scoring, so a run killed at any point
 (even ``kill -9``) and started again resumes from its checkpoint and writes exactly the file an uninterrupted run
-writes. Every parameter comes from the run's resolved ``settings.ScoreSettings``; the scorer (``scorer.make_scorer``)
+writes. Every parameter comes from the run's resolved ``settings.EngineSettings``; the scorer (``scorer.make_scorer``)
 does the model work; this loop only moves its records to disk.
 """
 from __future__ import annotations
@@ -16,15 +16,15 @@ import pandas as pd
 from .. import artifacts, runlock, runstore
 from ..spec import DatasetSpec
 from .scorer import check_context, make_scorer, non_finite_rows
-from .settings import ScoreSettings, non_finite_message
+from .settings import EngineSettings, non_finite_message
 
 
-def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = None, *, overwrite: bool = False,
+def score_run(run_dir, lm, spec: DatasetSpec, settings: EngineSettings | None = None, *, overwrite: bool = False,
               progress=True, say_limited: bool = True,
               **run_params) -> tuple[pd.DataFrame, runstore.ScoreSidecar]:
     """Score the run's dataset with ``lm`` into ``scores/{slug}….parquet`` + ``.json`` (see ``paths.score_file``).
 
-    ``settings``: the resolved ``ScoreSettings`` (``lm.settings``, the ones the model was loaded with, by default);
+    ``settings``: the resolved ``EngineSettings`` (``lm.settings``, the ones the model was loaded with, by default);
     ``run_params`` (``limit``, ``batch_size``, ``chat_template``, shards, …) replace its run parameters. Checkpoints
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
@@ -33,7 +33,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: ScoreSettings | None = N
     per batch. ``say_limited`` False: a limited run does not
     print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).
     """
-    settings = (settings or getattr(lm, "settings", None) or ScoreSettings()).with_run(**run_params)  # validated
+    settings = (settings or getattr(lm, "settings", None) or EngineSettings()).with_run(**run_params)  # validated
     with runlock.hold(run_dir, "scoring it"):
         settings.need_resolved()  # a model loaded by models.load_model carries its resolved settings
         full, dpath = runstore.read_dataset(run_dir, spec)

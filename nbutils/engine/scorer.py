@@ -20,7 +20,7 @@ only asks it, in this order:
 
 The two implementations: ``choice_scorer.ChoiceScorer`` (log-probability of each answer option, over the maths in
 ``choices``) and ``sentences.SentenceScorer`` (per-token log-probabilities of a sentence, or pseudo-log-likelihood).
-Both read their parameters from the run's resolved ``settings.ScoreSettings``.
+Both read their parameters from the run's resolved ``settings.EngineSettings``.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class Scorer(Protocol):
 
 def make_scorer(lm, data: pd.DataFrame, spec: DatasetSpec, settings=None, **run_params) -> Scorer:
     """The scorer ``spec`` names, for ``lm`` (a ``LoadedModel``) on the rows of ``data``, reading ``settings`` (the
-    model's resolved ``ScoreSettings`` by default; ``run_params`` such as ``chat_template`` or ``batch_size`` replace
+    model's resolved ``EngineSettings`` by default; ``run_params`` such as ``chat_template`` or ``batch_size`` replace
     its run parameters)."""
     settings = (settings or lm.settings).with_run(**run_params)
     masked = bool(lm.meta.get("masked"))

@@ -1,4 +1,4 @@
-"""The scoring settings resolved against the host: ``ScoreSettings`` is the record of ``nbutils.score_settings``
+"""The scoring settings resolved against the host: ``EngineSettings`` is the record ``score_settings.ScoreSettings``
 (every parameter, its default and its check, the score file's name, read without torch) with what the host and, on a
 GPU, the model's size decide (``Resolved``), resolved once into what is carried out.
 
@@ -59,14 +59,14 @@ class Resolved:
 
 
 @dataclass(frozen=True)
-class ScoreSettings(score_settings.ScoreSettings):
+class EngineSettings(score_settings.ScoreSettings):
     """Every parameter of one scoring run, validated when built (``score_settings.validate``); ``resolved`` holds
     the host's decisions."""
 
     resolved: Resolved | None = field(default=None, compare=True)
 
     # ------------------------------------------------------------ the host's decisions
-    def resolve(self, host: Host, n_params: Callable[[], int] | None = None) -> "ScoreSettings":
+    def resolve(self, host: Host, n_params: Callable[[], int] | None = None) -> "EngineSettings":
         """These settings with every ``auto`` decided for ``host``: device, dtype, quantization, the re-scoring
         margin, threads, and a GPU's memory check. ``n_params`` (called only on a GPU, for a model that is not
         embedded or for ``quantization: auto``) counts the model's parameters."""
@@ -123,7 +123,7 @@ class ScoreSettings(score_settings.ScoreSettings):
             warnings.append(f"quantization: 8bit: {EIGHT_BIT_SLOW}")
         return quantization, reason
 
-    def after_load(self, config, free_bytes: int) -> "ScoreSettings":
+    def after_load(self, config, free_bytes: int) -> "EngineSettings":
         """On a GPU: the token budget that fits the free memory left once the weights are loaded (probed once)."""
         from .batching import probe_token_budget
 
@@ -135,7 +135,7 @@ class ScoreSettings(score_settings.ScoreSettings):
 
     def need_resolved(self) -> Resolved:
         if self.resolved is None:
-            raise ValueError("settings: not resolved for a host yet (ScoreSettings.resolve)")
+            raise ValueError("settings: not resolved for a host yet (EngineSettings.resolve)")
         return self.resolved
 
     # ------------------------------------------------------------ the batch plan
@@ -145,7 +145,7 @@ class ScoreSettings(score_settings.ScoreSettings):
         r = self.need_resolved()
         return batch_policy(self.batch_size, scorer or self.scorer, r.device, r.token_budget)
 
-    def keep_plan_of(self, prior: dict) -> "ScoreSettings":
+    def keep_plan_of(self, prior: dict) -> "EngineSettings":
         """These settings with the batch plan a checkpoint (``prior``: its sidecar) was scored with, so a resumed
         run batches exactly as the interrupted one did (a batch's padding can move the last digits of a score)."""
         if not prior:

@@ -12,7 +12,7 @@ import torch
 from nbutils import adapters, artifacts, cluster, paths, runstore, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
-from nbutils.engine.settings import ScoreSettings
+from nbutils.engine.settings import EngineSettings
 from test_runs import fresh_run  # the same copy of the tiny run's dataset as the run tests use
 
 SPEC = studies.get("monotonicity").spec
@@ -94,7 +94,7 @@ def test_adapter_is_in_the_name_the_sidecar_and_the_identity(tmp_path, tiny_run,
     meta_side = paths.sidecar(paths.score_file(run, slug))
     side = artifacts.read_json(meta_side)
     def same(meta, params):  # the sweep's rule: the identity of a model file's settings before the model loads
-        expected = runstore.identity(ScoreSettings.of_model_file(SPEC, params), SPEC, meta["dataset_sha256"])
+        expected = runstore.identity(EngineSettings.of_model_file(SPEC, params), SPEC, meta["dataset_sha256"])
         return runstore.matches(expected, meta)
 
     assert same(side, {"model": model, "adapter": str(adapter_dir)})
@@ -109,30 +109,30 @@ def test_adapter_is_in_the_name_the_sidecar_and_the_identity(tmp_path, tiny_run,
 def test_refused_by_name_before_loading(tmp_path, tiny_model_dir, adapter_dir):
     model = str(tiny_model_dir)
     with pytest.raises(ValueError, match=r"^adapter: no such folder"):
-        ScoreSettings(model=model, adapter=str(tmp_path / "missing"))
+        EngineSettings(model=model, adapter=str(tmp_path / "missing"))
     with pytest.raises(ValueError, match=r"^adapter: must be None"):
-        ScoreSettings(model=model, adapter=3)
+        EngineSettings(model=model, adapter=3)
     not_lora = tmp_path / "prefix"
     shutil.copytree(adapter_dir, not_lora)
     config = json.loads((not_lora / adapters.CONFIG).read_text())
     (not_lora / adapters.CONFIG).write_text(json.dumps(dict(config, peft_type="PREFIX_TUNING")))
     with pytest.raises(ValueError, match=r"^adapter: .* PREFIX_TUNING adapter; only LoRA"):
-        ScoreSettings(model=model, adapter=str(not_lora))
+        EngineSettings(model=model, adapter=str(not_lora))
     other_base = tmp_path / "other-base"
     shutil.copytree(adapter_dir, other_base)
     (other_base / adapters.CONFIG).write_text(json.dumps(dict(config, base_model_name_or_path="someone/Other-7B")))
     with pytest.raises(ValueError, match=r"^adapter: .* made for base model 'someone/Other-7B'"):
-        ScoreSettings(model=model, adapter=str(other_base))
+        EngineSettings(model=model, adapter=str(other_base))
     with pytest.raises(ValueError, match=r"^adapter: .*quantization"):
-        ScoreSettings(model=model, adapter=str(adapter_dir), quantization="4bit")
+        EngineSettings(model=model, adapter=str(adapter_dir), quantization="4bit")
     # the embedded GGUF model takes an adapter made for the hub model it was made from, and no other
     smol = tmp_path / "smol"
     shutil.copytree(adapter_dir, smol)
     smol_config = dict(config, base_model_name_or_path="HuggingFaceTB/SmolLM2-135M-Instruct")
     (smol / adapters.CONFIG).write_text(json.dumps(smol_config))
-    ScoreSettings(model="smollm2-135m-instruct", adapter=str(smol))
+    EngineSettings(model="smollm2-135m-instruct", adapter=str(smol))
     with pytest.raises(ValueError, match=r"^adapter: .*not 'gemma3-270m' \(which stands for google/gemma-3-270m\)"):
-        ScoreSettings(model="gemma3-270m", adapter=str(smol))
+        EngineSettings(model="gemma3-270m", adapter=str(smol))
 
 
 def test_another_architecture_is_refused_at_load(tmp_path, tiny_model_dir, tiny_tokenizer, tiny_gpt2):
@@ -150,7 +150,7 @@ def test_another_architecture_is_refused_at_load(tmp_path, tiny_model_dir, tiny_
 
 
 def test_a_hub_adapter_not_in_the_cache_is_an_error_naming_adapter(tiny_model_dir):
-    settings = ScoreSettings(model=str(tiny_model_dir), adapter="someone/not-cached-lora", device="cpu")
+    settings = EngineSettings(model=str(tiny_model_dir), adapter="someone/not-cached-lora", device="cpu")
     assert not adapters.is_local(settings.adapter) and ".someone--not-cached-lora" in settings.slug
     with pytest.raises(ValueError, match=r"^adapter: cannot fetch 'someone/not-cached-lora' from the hub"):
         load_model(settings)
@@ -187,7 +187,7 @@ def test_adapter_scale_zero_is_the_base_model_and_a_half_is_peft_at_half_strengt
 def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_another_strength(
         tmp_path, tiny_model_dir, adapter_dir):
     model, adapter = str(tiny_model_dir), str(adapter_dir)
-    slugs = {s: ScoreSettings(model=model, adapter=adapter, adapter_scale=s).slug for s in (0, 0.25, 0.5, 1, 1.0, 2)}
+    slugs = {s: EngineSettings(model=model, adapter=adapter, adapter_scale=s).slug for s in (0, 0.25, 0.5, 1, 1.0, 2)}
     assert slugs[1] == slugs[1.0] == paths.score_slug(model, adapter=adapter), "full strength keeps the old name"
     assert slugs[0.5] == f"{slugs[1]}-s0.5" and slugs[0] == f"{slugs[1]}-s0" and len(set(slugs.values())) == 5
     assert all(paths.check_plain_name(s, "slug") == s for s in slugs.values())
@@ -195,7 +195,7 @@ def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_a
     from nbutils import score_settings
 
     assert score_settings.slug_of(params) == slugs[0.25]
-    ident = {s: runstore.identity(ScoreSettings.of_model_file(SPEC, dict(params, adapter_scale=s)), SPEC, "x")
+    ident = {s: runstore.identity(EngineSettings.of_model_file(SPEC, dict(params, adapter_scale=s)), SPEC, "x")
              for s in (0.25, 0.5, 1)}
     assert ident[1]["adapter_scale"] is None and ident[0.5]["adapter_scale"] == 0.5
     recorded = {k: v for k, v in ident[0.5].items() if not isinstance(v, score_settings.Undecided)}
@@ -211,13 +211,13 @@ def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_a
                                           (True, "number from 0 to 100"), (1e30, "number from 0 to 100")])
 def test_a_bad_adapter_scale_is_refused_by_name(tiny_model_dir, adapter_dir, scale, match):
     with pytest.raises(ValueError, match=rf"^adapter_scale: must be a {match}"):
-        ScoreSettings(model=str(tiny_model_dir), adapter=str(adapter_dir), adapter_scale=scale)
+        EngineSettings(model=str(tiny_model_dir), adapter=str(adapter_dir), adapter_scale=scale)
 
 
 def test_adapter_scale_without_an_adapter_is_refused_by_name(tiny_model_dir):
     with pytest.raises(ValueError, match=r"^adapter_scale: 0.5 scales a LoRA adapter, and this model has none"):
-        ScoreSettings(model=str(tiny_model_dir), adapter_scale=0.5)
-    assert ScoreSettings(model=str(tiny_model_dir), adapter_scale=1).slug == paths.score_slug(str(tiny_model_dir))
+        EngineSettings(model=str(tiny_model_dir), adapter_scale=0.5)
+    assert EngineSettings(model=str(tiny_model_dir), adapter_scale=1).slug == paths.score_slug(str(tiny_model_dir))
 
 
 def test_one_adapter_at_two_strengths_is_two_models_in_the_analysis(tmp_path, tiny_run, adapted, tiny_model_dir,

@@ -12,7 +12,7 @@ import pytest
 from nbutils import artifacts, cluster, paths, runstore, studies
 from nbutils.engine import models, run as scoring
 from nbutils.engine.loading.host import Host
-from nbutils.engine.settings import ScoreSettings
+from nbutils.engine.settings import EngineSettings
 
 MONO = studies.get("monotonicity").spec
 NEG = studies.get("negation").spec
@@ -34,7 +34,7 @@ CPU = Host(cuda=False, cuda_bf16=False, cpu_native_bf16=False, cores=2, free_gpu
 ])
 def test_every_bad_value_is_refused_once_naming_the_parameter(bad, parameter):
     with pytest.raises(ValueError, match=f"^{parameter}:"):
-        ScoreSettings(**bad)
+        EngineSettings(**bad)
 
 
 def test_bad_settings_are_refused_before_a_model_loads(tmp_path):
@@ -42,14 +42,14 @@ def test_bad_settings_are_refused_before_a_model_loads(tmp_path):
     with pytest.raises(ValueError, match="^dtype:"):
         models.load_model(missing, dtype="float8")
     with pytest.raises(ValueError, match="^chat_template:"):
-        ScoreSettings.from_params(MONO, model=missing, chat_template="maybe")
+        EngineSettings.from_params(MONO, model=missing, chat_template="maybe")
     with pytest.raises(ValueError, match="^temperature: not a scoring setting"):
-        ScoreSettings.from_params(MONO, temperature=0.7)
-    assert ScoreSettings.from_params(NEG).scorer == "sentences", "the scorer kind comes from the dataset"
+        EngineSettings.from_params(MONO, temperature=0.7)
+    assert EngineSettings.from_params(NEG).scorer == "sentences", "the scorer kind comes from the dataset"
 
 
 def test_settings_are_frozen_and_a_change_is_a_new_validated_object():
-    s = ScoreSettings()
+    s = EngineSettings()
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.dtype = "float16"
     with pytest.raises(ValueError, match="^batch_size:"):
@@ -67,12 +67,12 @@ def test_settings_are_frozen_and_a_change_is_a_new_validated_object():
     (dict(scorer="sentences", batch_size=4), 4, None),
 ])
 def test_batch_size_has_one_meaning_decided_by_the_settings(kw, rows, budget):
-    assert ScoreSettings(**kw).resolve(CPU).batch_plan() == (rows, budget)
+    assert EngineSettings(**kw).resolve(CPU).batch_plan() == (rows, budget)
 
 
 def test_auto_on_a_gpu_packs_under_the_probed_token_budget():
     gpu = dataclasses.replace(CPU, cuda=True, cuda_bf16=True, free_gpu_bytes=lambda: 80 * 2**30)
-    s = ScoreSettings().resolve(gpu)
+    s = EngineSettings().resolve(gpu)
     assert s.resolved.dtype == "bfloat16" and s.resolved.rescore_margin == 0.0 and s.batch_plan() == (64, 16384)
     resolved = dataclasses.replace(s, resolved=dataclasses.replace(s.resolved, token_budget=4096))
     assert resolved.batch_plan() == (64, 4096) and resolved.batch_plan("sentences") == (32, None)
@@ -85,7 +85,7 @@ def test_the_score_file_name_is_derived_in_one_place(tmp_path, tiny_run):
     assert names == {"smollm2-135m-instruct", "org--m.8bit", "org--m.bfloat16", "org--m.4bit", "org--m"}
     for model, q, d in cases:
         slug = paths.score_slug(model, q, d)
-        assert ScoreSettings(model=model, quantization=q, dtype=d).slug == slug  # the score notebook and run loop
+        assert EngineSettings(model=model, quantization=q, dtype=d).slug == slug  # the score notebook and run loop
         planned, _, _ = cluster.plan(tiny_run, MONO, [{"model": model, "quantization": q, "dtype": d}], 1)
         assert list(planned) == [slug]  # the cluster
     # the sweep, the cluster and the run loop call that one function and spell no slug of their own
@@ -103,7 +103,7 @@ def test_the_sidecar_holds_the_whole_settings(tmp_path, tiny_run, tiny_model_dir
     run.mkdir()
     for name in ("prompts.parquet", "prompts.json"):
         (run / name).write_bytes((tiny_run / name).read_bytes())
-    lm = models.load_model(ScoreSettings(model=str(tiny_model_dir), device="cpu", dtype="float32", threads=None))
+    lm = models.load_model(EngineSettings(model=str(tiny_model_dir), device="cpu", dtype="float32", threads=None))
     _, meta = scoring.score_run(run, lm, MONO, limit=2, batch_size=2, progress=False)
     side = artifacts.read_json(paths.sidecar(lm.settings.with_run(limit=2).score_file(run)))
     whole = lm.settings.with_run(limit=2, batch_size=2).as_dict()
@@ -174,7 +174,7 @@ def test_what_a_host_resolves_is_what_the_identity_before_loading_admits(host, s
     for dtype in base.DTYPE_CHOICES:
         for quantization in base.QUANTIZATION_CHOICES:
             for margin in (("auto", 0, 0.5) if spec is MONO else ("auto", 0)):
-                s = ScoreSettings.from_params(spec, model="org/m", dtype=dtype, quantization=quantization,
+                s = EngineSettings.from_params(spec, model="org/m", dtype=dtype, quantization=quantization,
                                               rescore_margin=margin)
                 resolved = s.resolve(HOSTS[host], n_params=lambda: 100_000_000)
                 r = resolved.resolved

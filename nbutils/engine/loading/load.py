@@ -1,4 +1,4 @@
-"""Loading a model as resolved settings say (``settings.ScoreSettings.resolve``): weights in the chosen dtype or
+"""Loading a model as resolved settings say (``settings.EngineSettings.resolve``): weights in the chosen dtype or
 bitsandbytes precision on the chosen device, the float32 twin that re-scores close calls, and the checks that the
 model is what the scorer needs. It carries out decisions; it makes none."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ class LoadedModel:
     tokenizer: object
     meta: dict = field(default_factory=dict)
     reference: torch.nn.Module | None = None  # float32 twin used to re-score close calls
-    settings: object = None  # the resolved ``settings.ScoreSettings`` it was loaded with
+    settings: object = None  # the resolved ``settings.EngineSettings`` it was loaded with
 
 
 class ModelSource:

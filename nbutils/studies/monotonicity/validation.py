@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths, studies
+from ... import artifacts, paths, score_sidecar, studies
 from ...headline import entries, reading_words
 from ...records import Summary
 from ...results import ALPHA, fmt_alpha, fmt_p
@@ -67,10 +67,9 @@ def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
     another model is left out."""
     out = {}
     for side in paths.score_sidecars(run):
-        meta = artifacts.read_json(side)
+        meta = score_sidecar.read(side)
         adapter = meta.get("adapter")
-        scale = meta.get("adapter_scale")
-        dose = 1.0 if scale is None else float(scale)
+        dose = paths.scale_of(meta.get("adapter_scale"))
         if same_adapter(adapter, ladder_adapter):
             out[side.stem] = {"arm": "ladder", "dose": dose}
         elif same_adapter(adapter, decoy_adapter):

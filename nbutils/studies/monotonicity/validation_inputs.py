@@ -5,10 +5,9 @@ ValueError naming the parameter, file or folder.
 """
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
 
-from ... import artifacts, paths
+from ... import paths, score_sidecar
 
 NO_DECOY = (None, "", "none")
 
@@ -53,7 +52,9 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
         arms, recorded = set(), set()
         for side in paths.score_sidecars(run):
             try:
-                meta = artifacts.read_json(side)
+                meta = score_sidecar.read(side)
+            except score_sidecar.SidecarError as err:  # names the file, the key and what to score again
+                raise ValueError(f"root: {err}") from None
             except ValueError as err:
                 raise ValueError(f"root: {side} cannot be read ({err}); score that model again") from None
             adapter = meta.get("adapter")
@@ -63,13 +64,10 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
                    "decoy" if decoy is not None and same_adapter(adapter, decoy) else None)
             if arm is None:
                 continue
-            scale = meta.get("adapter_scale")
-            if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
-                raise ValueError(f"root: {side} records adapter_scale {scale!r}, not a number; score that model again")
-            why = misnamed(side, meta)
+            why = misnamed(side, meta)  # the record has checked that adapter_scale is a number or null
             if why is not None:
                 raise ValueError(f"root: {side}: {why}")
-            arms.add((arm, 1.0 if scale is None else float(scale)))
+            arms.add((arm, paths.scale_of(meta.get("adapter_scale"))))
         for arm, adapter in (("ladder", ladder_adapter), ("decoy", decoy)):
             if adapter is not None and not any(a == arm for a, _ in arms):
                 raise ValueError(f"{arm}_adapter: {run} holds no scores of {adapter!r}; its score files record the "
