@@ -92,7 +92,7 @@ def test_a_changed_identity_setting_is_scored_again_by_the_sweep_and_the_cluster
                   else {"adapter": _adapter(tmp_path / "lora2", b"weights two")})
     scorer_spec = change.pop("scorer", spec)
     dataset = change.pop("dataset", None)
-    _scored(run, spec, base, **({"chat_template_available": True} if spec is MONO else {}))  # a template it had
+    recorded = _scored(run, spec, base, **({"chat_template_available": True} if spec is MONO else {}))  # a template
     assert runstore.is_done(run, spec, base), "the file just scored is already scored"
     assert runstore.set_aside_changed(run, spec, base) == ([], ""), "nor set aside"
     assert cluster.plan(run, spec, [base], 1)[2] == [score_settings.slug_of(base)]
@@ -108,9 +108,12 @@ def test_a_changed_identity_setting_is_scored_again_by_the_sweep_and_the_cluster
     models, tasks, skipped = cluster.plan(run, scorer_spec, [changed], 1)
     assert not skipped and list(models) == [score_settings.slug_of(changed)] and len(tasks) == 1
     side = paths.sidecar(ScoreSettings.of_model_file(scorer_spec, changed).score_file(run))
+    # the identity the changed settings would record differs from the one recorded in the key that changed, whether
+    # or not the file name differs too (a name alone would pass a scoring whose identity forgot the setting)
+    expected = score_settings.identity(ScoreSettings.of_model_file(scorer_spec, changed), scorer_spec,
+                                       artifacts.sha256_file(paths.dataset_path(run, scorer_spec.dataset_file)))
+    assert key in score_settings.mismatched(expected, recorded), "the recorded identity holds the key that changed"
     if side.exists():  # the same file name: the file the other settings made is named, and set aside
-        expected = score_settings.identity(ScoreSettings.of_model_file(scorer_spec, changed), scorer_spec,
-                                           artifacts.sha256_file(paths.dataset_path(run, scorer_spec.dataset_file)))
         assert key in score_settings.mismatched(expected, artifacts.read_json(side)), "the key that changed"
         moved, why = runstore.set_aside_changed(run, scorer_spec, changed)
         assert f"{key}: " in why and sorted(p.name for p in moved) == sorted([side.name, side.with_suffix(".parquet").name])

@@ -183,7 +183,7 @@ class EngineSettings(score_settings.ScoreSettings):
         out = [("model", self.model, self.slug + " (score file name)"),
                *([("adapter", self.adapter, "LoRA merged into the weights at load")] if self.adapter else []),
                *([("adapter_scale", str(self.adapter_scale), "the LoRA's scaling times this, before the merge")]
-                 if self.adapter and self.adapter_scale != 1 else []),
+                 if score_settings.scale_recorded(self.adapter, self.adapter_scale) is not None else []),
                ("device", self.device, r.device),
                ("dtype", self.dtype, f"{r.dtype} ({r.dtype_reason})"),
                ("quantization", self.quantization, f"{r.quantization}" + (f" ({r.quantization_reason})"
