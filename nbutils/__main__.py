@@ -122,12 +122,14 @@ def _show(args) -> int:
     import textwrap
 
     from . import items as it
+    from .run_handle import Run
 
     if args.disagree and args.model:
         raise ValueError("--model: does not go with --disagree, which names the two models whose answers it shows")
-    df = it.items(args.run_dir, args.model)
+    run = Run(args.run_dir)  # resolved once: the items and the names of their models
+    df = it.items(run, args.model)
     if args.disagree:
-        df = it.disagree(df, *args.disagree, run_dir=args.run_dir)
+        df = it.disagree(df, *args.disagree, run_dir=run)
     chosen = it.select(df, args.where, args.wrong, args.closest)
     limit = args.limit or (None if args.jsonl else 20)
     shown = chosen.head(limit) if limit else chosen

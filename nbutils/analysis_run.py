@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import artifacts, labels, paths, precision, runlock
 from .analysis_params import AnalysisParams
+from .run_handle import Run
 from .runstore import excluded_notes, split_precisions
 
 
@@ -68,12 +69,12 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
 
     from .records import summary_json
 
-    run = paths.resolve(run_dir)
+    run = Run.of(run_dir)
     if replaces:
         clear_results(run)
     else:
-        paths.report_path(run).unlink(missing_ok=True)
-    tdir, fdir = paths.tables_dir(run), paths.figures_dir(run)
+        run.report_path.unlink(missing_ok=True)
+    tdir, fdir = run.tables_dir, run.figures_dir
     for folder in (tdir, fdir):
         paths.check_inside(run, folder / "x", "run_dir")
     names = model_names(a.summary)
@@ -104,14 +105,14 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
             a.summary["_notes"] = list(dict.fromkeys([*(a.summary.get("_notes") or []), line]))
     if a.text:  # model labels are display text: Markdown shows them as they are, never as HTML, links or math
         a.text = labels.markdown_text(a.text, names)
-        files.append(artifacts.write_text(a.text, paths.results_path(run)))
+        files.append(artifacts.write_text(a.text, run.results_path))
     if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
         from .headline import entries
 
         a.summary["headline"] = artifacts.json_clean(entries(a.summary))
         a.summary["analysed"] = artifacts.now_utc()  # a report refuses an executed notebook older than this
     a.summary["inputs"] = analysis_inputs(run)
-    files.append(artifacts.write_json(summary_json(a.summary), paths.summary_path(run)))
+    files.append(artifacts.write_json(summary_json(a.summary), run.summary_path))
     a.files = files
     return files
 
@@ -134,7 +135,8 @@ def figures_as_text():
 def clear_results(run_dir) -> None:
     """Remove a run's ``summary.json``, ``results.md`` and ``report.html``: every study's analysis does so first, so
     one that fails on its way (an error, a full disk) leaves no results of an earlier analysis that look like its own."""
-    for done in (paths.summary_path(run_dir), paths.results_path(run_dir), paths.report_path(run_dir)):
+    run = Run.of(run_dir)
+    for done in (run.summary_path, run.results_path, run.report_path):
         done.unlink(missing_ok=True)
 
 
@@ -186,6 +188,7 @@ def run(run_dir, steps: Steps, params: AnalysisParams) -> Analysis:
     if not isinstance(params, steps.params):
         raise TypeError(f"params: this analysis takes a {steps.params.__name__} (built with "
                         f"{steps.params.__name__}.from_mapping), got {type(params).__name__}")
+    run_dir = Run.of(run_dir)  # resolved once: every step takes the handle
     if steps.clears:
         clear_results(run_dir)
     scores = steps.load(run_dir, params)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import artifacts, paths
 from .records import Summary
+from .run_handle import Run
 
 MARK = "nbutils-report-inputs"
 _STAMP = re.compile(r"<!-- " + MARK + r" (\{[^<>]*\}) -->")
@@ -41,7 +42,7 @@ def outside_record(run: Path, summary: dict, executed: Path, ended) -> str | Non
     made = Summary(summary).analysed
     if not made or not ended:
         return None
-    spath = paths.summary_path(run)
+    spath = Run.of(run).summary_path
     if parse_time(made, "`analysed` time", spath) > parse_time(ended, "papermill `end_time`", executed):
         return (f"{spath} was written at {made}, after the executed analysis {executed} ended ({ended}): the "
                 "analysis ran again outside this run's record")
@@ -50,7 +51,7 @@ def outside_record(run: Path, summary: dict, executed: Path, ended) -> str | Non
 
 def inputs(run: Path, executed: Path) -> dict:
     """The sha256 of the files a report is made from: ``summary.json`` and the executed analysis."""
-    return {"summary_sha256": artifacts.sha256_file(paths.summary_path(run)),
+    return {"summary_sha256": artifacts.sha256_file(Run.of(run).summary_path),
             "notebook": executed.name, "notebook_sha256": artifacts.sha256_file(executed)}
 
 
@@ -77,7 +78,7 @@ def score_changes(run: Path, summary: dict) -> str | None:
     written = Summary(summary).score_files
     if written is None:
         return None
-    now = {p.name: p for p in paths.analysable_score_files(run)}
+    now = {p.name: p for p in Run.of(run).analysable_score_files}
     if set(now) != set(written) or any(artifacts.sha256_file(now[n]) != s for n, s in written.items()):
         return "scores changed since the analysis"
     return None
@@ -100,14 +101,14 @@ def report_state(run: Path, summary: dict | None, executed: Path | None, ended=N
         return f"damaged: {err}"
     if why:
         return "analysis ran again outside this run's record: run the analysis again"
-    report = paths.report_path(run)
+    report = Run.of(run).report_path
     if report.exists() and not report.is_file():
         return f"{report.name} is not a file: remove it, then `python -m nbutils report`"
     if not report.is_file():
         return "no report"
     record = recorded(report)
     if record is None:  # a report made before reports recorded their inputs: by the files' times
-        newest = max(paths.summary_path(run).stat().st_mtime, executed.stat().st_mtime)
+        newest = max(Run.of(run).summary_path.stat().st_mtime, executed.stat().st_mtime)
         return UP_TO_DATE if report.stat().st_mtime >= newest else "report older than the analysis"
     if record != inputs(run, executed):
         return "report made from another analysis (summary.json or the executed notebook changed since)"

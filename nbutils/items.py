@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from . import artifacts, paths, studies
+from .run_handle import Run
 from .runstore import excluded_notes, load_scores
 from .spec import options_per_row
 
@@ -39,7 +40,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 def design_columns(run_dir, study: studies.Study, data: pd.DataFrame) -> list[str]:
     """The study's design columns the dataset has; a prompt file's own group columns (from its sidecar) too."""
     cols = list(study.design)
-    side = paths.sidecar(paths.dataset_path(run_dir, study.dataset_file))
+    side = paths.sidecar(Run.of(run_dir).dataset_path(study.dataset_file))
     if side.is_file():
         cols += [str(c) for c in (artifacts.read_json(side).get("parameters") or {}).get("group_by") or []]
     return [c for c in dict.fromkeys(cols) if c in data.columns]
@@ -48,11 +49,11 @@ def design_columns(run_dir, study: studies.Study, data: pd.DataFrame) -> list[st
 def _study_of(run_dir) -> studies.Study:
     """The study of the run ``run_dir`` names; a ValueError naming ``run_dir`` when it is missing, a file, or a folder
     holding no study's dataset."""
-    run = paths.resolve(run_dir)
+    run = Run.of(run_dir)
     if not run.is_dir():
         raise ValueError(f"run_dir: {run} " + ("is a file, not a run directory; give the folder that holds the run"
                          if run.exists() else "does not exist") + "; `python -m nbutils runs` lists the runs there are")
-    if not any(paths.dataset_path(run, s.dataset_file).exists() for s in studies.REGISTRY.values()):
+    if not any(run.dataset_path(s.dataset_file).exists() for s in studies.REGISTRY.values()):
         raise ValueError(f"run_dir: {run} holds no study's dataset (none of "
                          f"{sorted({s.dataset_file for s in studies.REGISTRY.values()})}), so it is not a run directory; "
                          f"`python -m nbutils runs {run}` lists the runs below it")
@@ -67,6 +68,7 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     registered study (default: the one whose dataset the run holds). ``include_limited``: quick-look runs made with
     ``limit`` too (their rows are the sample they were planned on).
     """
+    run_dir = Run.of(run_dir)  # resolved once for every step below
     record = studies.get(study) if study else _study_of(run_dir)
     spec = record.spec
     joined = load_scores(run_dir, spec, include_limited=include_limited)
@@ -75,7 +77,7 @@ def items(run_dir, model: str | None = None, *, study: str | None = None, includ
     if model is not None:
         model = model_named(model, models, slugs, run_dir, "model")
         joined = joined[joined["model"] == model].reset_index(drop=True)
-    data_cols = pq.read_schema(paths.dataset_path(run_dir, spec.dataset_file)).names
+    data_cols = pq.read_schema(run_dir.dataset_path(spec.dataset_file)).names
     design = design_columns(run_dir, record, joined)
     out = joined[["model", spec.id_column]].copy()
     out.insert(1, "slug", out["model"].map(lambda m: slugs.get(m, m)))

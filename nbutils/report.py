@@ -26,6 +26,7 @@ from markupsafe import Markup
 from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
 from .headline import table_rows
 from .records import Summary, SummaryVersionError
+from .run_handle import Run
 from .report_html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
@@ -47,17 +48,17 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
     analysis that stopped with an error or before its end, results files missing) and the command that fixes it.
     ``warn`` is called with each warning the page shows in red at its top (score files changed since the analysis).
     """
-    run = paths.resolve(run_dir)
+    run = Run(run_dir)  # a handle of its own: what it reads is read for this report
     if not run.is_dir():
         raise ReportError(f"run_dir: {run} is not a folder holding a run")
     with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
         return _write_report(run, study, warn)
 
 
-def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | None) -> Path:
+def _write_report(run: Run, study: str | None, warn: Callable[[str], None] | None) -> Path:
     record = _study(run, study)
     analyze = record.notebooks["analyze"]
-    out = paths.report_path(run)
+    out = run.report_path
     if out.exists() and not out.is_file():
         raise ReportError(f"report: {out} is a folder, not a file, so the report cannot be written there; move or "
                           f"remove it (`rm -r {out}`), then run `python -m nbutils report {run}` again")
@@ -68,7 +69,7 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     cells = list(nb.cells)
     title_cell = cells.pop(0) if cells and cells[0].cell_type == "markdown" else None
     for extra_nb in studies.RUN_ANALYSES.values():  # run analyses the sweep ran after the study's (the cue profile)
-        extra = next((p for p in (paths.executed_notebook(run, extra_nb), paths.legacy_executed_notebook(run, extra_nb))
+        extra = next((p for p in (run.executed_notebook(extra_nb), run.legacy_executed_notebook(extra_nb))
                       if p.is_file()), None)
         if extra is not None:
             try:
@@ -87,7 +88,7 @@ def _write_report(run: Path, study: str | None, warn: Callable[[str], None] | No
     view = Summary(summary)
     named = view.model_order or list(view.labels) or sorted({str(r.model) for r in view.typed_records if r.model})
     models = [str(m) for m in named] or sorted(Path(n).stem for n in view.score_files or {})
-    words = report_models.words(paths.results_path(run).read_text(encoding="utf-8"))  # less a models table
+    words = report_models.words(run.results_path.read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
            **({k: many[k] for k in ("findings", "table", "wide", "fold")} if many else
               {"table": headline_table(table_rows(summary))})}
@@ -185,7 +186,7 @@ def _figure_one(sections: list[dict]) -> tuple:
     return Markup(""), ""
 
 
-def _items_section(run: Path, study: str, summary: dict):
+def _items_section(run: Run, study: str, summary: dict):
     """The item browser of the models the analysis reported (all usable ones when its records name none); beyond
     ``ALL_ITEMS`` items, the most confident errors and the closest calls (a sentence study: the least and the most
     likely sentences). A run whose items cannot be read gets a line saying why instead."""
@@ -220,34 +221,34 @@ def _items_section(run: Path, study: str, summary: dict):
     return items_html(shown, intro, df.attrs["notes"])
 
 
-def _where(run: Path) -> str:
+def _where(run: Run) -> str:
     """The run as a command names it on the page: relative to the project (``outputs/demo``), never a machine's path."""
-    here, top = run.resolve(), paths.root().resolve()
+    here, top = run.dir.resolve(), paths.root().resolve()
     return here.relative_to(top).as_posix() if here.is_relative_to(top) else "RUN_DIR"
 
 
 # ---------------------------------------------------------------- which analysis, and is it whole
 
-def _study(run: Path, study: str | None):
+def _study(run: Run, study: str | None):
     """The study asked for, checked to be the one whose dataset the run holds; else the run's own."""
     if not study:
         return studies.for_run(run)
     record = studies.get(study)
-    if not paths.dataset_path(run, record.dataset_file).exists():
-        held = [s.name for s in studies.REGISTRY.values() if paths.dataset_path(run, s.dataset_file).exists()]
+    if not run.dataset_path(record.dataset_file).exists():
+        held = [s.name for s in studies.REGISTRY.values() if run.dataset_path(s.dataset_file).exists()]
         raise ReportError(f"study: {run} is not a {study} run (it has no {record.dataset_file}"
                           + (f"; it holds the dataset of {', '.join(held)}" if held else "")
                           + f"): run `python -m nbutils report {run}` without --study")
     return record
 
 
-def _executed(run: Path, analyze: str) -> Path:
+def _executed(run: Run, analyze: str) -> Path:
     """The study's executed analysis: its own file, else the one file name every study's analysis shared before
     (read only when papermill's record says it ran this very notebook)."""
-    executed = paths.executed_notebook(run, analyze)
+    executed = run.executed_notebook(analyze)
     if executed.is_file():
         return executed
-    legacy = paths.legacy_executed_notebook(run, analyze)
+    legacy = run.legacy_executed_notebook(analyze)
     if legacy.is_file():
         ran = _input_path(legacy, f"`python -m nbutils run {analyze} -p run_dir {run}`")
         if ran and Path(ran).as_posix().endswith(analyze):
@@ -313,7 +314,7 @@ def ran_by(nb) -> dict:
     return nb.metadata.get("papermill") or nb.metadata.get("nbutils") or {}
 
 
-def _fresh(run: Path, analyze: str, nb, summary: dict, executed: Path) -> None:
+def _fresh(run: Run, analyze: str, nb, summary: dict, executed: Path) -> None:
     """Refuse an executed analysis older than the run's ``summary.json`` (``freshness.outside_record``): the analysis
     ran again since (in JupyterLab, say) and the page would show the earlier one's tables beside the newer results."""
     try:
@@ -325,36 +326,36 @@ def _fresh(run: Path, analyze: str, nb, summary: dict, executed: Path) -> None:
                           "the report), or run the notebook to its end in JupyterLab (its last cell writes the report)")
 
 
-def _summary(run: Path, analyze: str) -> dict:
+def _summary(run: Run, analyze: str) -> dict:
     """The analysis's ``summary.json`` and ``results.md``: written last by a finished analysis, so missing ones mean it
     did not finish writing."""
-    missing = [p.name for p in (paths.summary_path(run), paths.results_path(run)) if not p.is_file()]
+    missing = [p.name for p in (run.summary_path, run.results_path) if not p.is_file()]
     if missing:
         raise ReportError(f"report: {run} has no {' or '.join(missing)}: its analysis did not finish writing its "
                           f"results; run `python -m nbutils run {analyze} -p run_dir {run}` again")
     try:
-        return artifacts.read_summary(paths.summary_path(run))
+        return run.summary
     except SummaryVersionError as err:
         raise ReportError(f"report: {err}") from None
 
 
-def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
+def _input_changes(run: Run, analyze: str, summary: dict, nb) -> list[str]:
     """Score files that changed, disappeared or appeared since the analysis (by the sha256 it recorded; an analysis
     that recorded none is compared by the time each score file was written)."""
     again = (f"run the analysis again (`python -m nbutils run {analyze} -p run_dir {run}`), then "
              f"`python -m nbutils report {run}`")
-    now = {p.name: p for p in paths.analysable_score_files(run)}
+    now = {p.name: p for p in run.analysable_score_files}
     recorded = Summary(summary).score_files
     alerts = []
     if recorded is None:
         if not now:
-            alerts.append(f"the run holds no score files now ({paths.scores_dir(run)}): the results below are of files "
+            alerts.append(f"the run holds no score files now ({run.scores_dir}): the results below are of files "
                           f"no longer in it; {again}.")
         ran = ran_by(nb).get("start_time")
         try:
             newer = [n for n, p in now.items() if ran and _created(paths.sidecar(p)) > datetime.fromisoformat(ran)]
         except (ValueError, TypeError):
-            raise ReportError(f"report: the executed analysis in {paths.notebooks_dir(run)} says it started at {ran!r}, "
+            raise ReportError(f"report: the executed analysis in {run.notebooks_dir} says it started at {ran!r}, "
                               f"not a time with its zone: it was edited; {again}") from None
         if newer:
             alerts.append(f"score files written after this analysis ran ({', '.join(newer)}): {again}.")
@@ -363,7 +364,7 @@ def _input_changes(run: Path, analyze: str, summary: dict, nb) -> list[str]:
     changed = [n for n in recorded if n in now and artifacts.sha256_file(now[n]) != recorded[n]]
     added = [n for n in now if n not in recorded]
     if gone:
-        alerts.append(f"score files this analysis read are gone from {paths.scores_dir(run)} ({', '.join(gone)}): "
+        alerts.append(f"score files this analysis read are gone from {run.scores_dir} ({', '.join(gone)}): "
                       f"the results below are of files no longer in the run; {again}.")
     if changed:
         alerts.append(f"score files changed since this analysis read them ({', '.join(changed)}: their sha256 "
@@ -393,12 +394,12 @@ def _noise(out) -> bool:
     return out.get("output_type") in ("execute_result", "display_data") and set(out.get("data", {})) <= {"text/plain"}
 
 
-def _about(run: Path, study: str, nb, summary: dict) -> dict:
+def _about(run: Run, study: str, nb, summary: dict) -> dict:
     """Which run, study and score files the page shows, and when the analysis ran (as recorded in the files, so a
     copied run keeps them)."""
     ran = ran_by(nb).get("start_time")
     recorded = Summary(summary).score_files
-    names = sorted(recorded) if recorded is not None else [p.name for p in paths.analysable_score_files(run)]
+    names = sorted(recorded) if recorded is not None else [p.name for p in run.analysable_score_files]
     return {"run": run.name, "study": study, "score_files": ", ".join(Path(n).stem for n in names) or "none",
             "ran": ran[:16].replace("T", " ") + " UTC" if ran else None}
 

@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from . import artifacts, paths
+from .run_handle import Run
 from .score_settings import check_int
 from .spec import DatasetSpec
 
 
 def read_dataset(run_dir, spec: DatasetSpec) -> tuple[pd.DataFrame, Path]:
     """The dataset of a run, verified against the sha256 its own sidecar recorded when it was written."""
-    dpath = paths.dataset_path(run_dir, spec.dataset_file)
+    dpath = Run.of(run_dir).dataset_path(spec.dataset_file)
     if not dpath.exists():
         raise ValueError(f"run_dir: no dataset at {dpath}; run {spec.what_makes_it} first")
     side = paths.sidecar(dpath)

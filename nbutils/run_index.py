@@ -17,6 +17,7 @@ from . import artifacts, freshness, paths, studies
 from .records import Record, SummaryVersionError, as_record
 from .headline import entries
 from .results import fmt_p, found, headline_records, phrase, short_method
+from .run_handle import Run
 from .runstore import load_scores, score_inventory
 
 
@@ -122,10 +123,10 @@ def escape(text) -> str:
                    or c in "\u2028\u2029" else c for c in str(text))
 
 
-def _executed(run: Path, study: studies.Study) -> Path | None:
+def _executed(run: Run, study: studies.Study) -> Path | None:
     """The study's executed analysis in the run, as the report takes it: its own file, else the shared old name."""
     nb = study.notebooks["analyze"]
-    return next((p for p in (paths.executed_notebook(run, nb), paths.legacy_executed_notebook(run, nb)) if p.is_file()),
+    return next((p for p in (run.executed_notebook(nb), run.legacy_executed_notebook(nb)) if p.is_file()),
                 None)
 
 
@@ -141,7 +142,7 @@ def _ended(executed: Path | None) -> tuple[str | None, str | None]:
     return (end if isinstance(end, str) else None), None
 
 
-def _scores_problem(run: Path, study: studies.Study, inv) -> str | None:
+def _scores_problem(run: Run, study: studies.Study, inv) -> str | None:
     """Why the run's score files cannot be read as they are (a damaged dataset or sidecar, a score file edited, cut
     short or with NaN scores), by the checks every analysis applies (``runstore.load_scores``); None when they can."""
     bad = [f"{r.file}: {r.why if isinstance(r.why, str) else r.status}" for r in inv.itertuples()
@@ -157,11 +158,12 @@ def _scores_problem(run: Path, study: studies.Study, inv) -> str | None:
     return "; ".join(bad) or None
 
 
-def describe(run: Path) -> dict:
+def describe(run: Run | Path) -> dict:
     """One run's line of the index, as a record. A run whose summary, dataset sidecar or score files fail the checks
     their readers apply is ``damaged``, with the reason, never listed as scored or as not analysed."""
+    run = Run(run)  # resolved once for every step below (a handle of its own: what it reads is read now)
     across = studies.across_runs_for(run)
-    if across is not None and not any(paths.dataset_path(run, s.dataset_file).exists()
+    if across is not None and not any(run.dataset_path(s.dataset_file).exists()
                                       for s in studies.REGISTRY.values()):
         return _describe_across(run, across)
     try:
@@ -169,7 +171,7 @@ def describe(run: Path) -> dict:
     except ValueError as err:
         return {"run": str(run), "study": "?", "models": "", "items": None, "analysed": None, "headline": str(err),
                 "report": "-", "damaged": [], "headlines": [str(err)]}
-    side = paths.sidecar(paths.dataset_path(run, study.dataset_file))
+    side = paths.sidecar(run.dataset_path(study.dataset_file))
     damaged, rows = [], None
     try:
         rows = artifacts.read_json(side).get("rows") if side.exists() else None
@@ -183,7 +185,7 @@ def describe(run: Path) -> dict:
               for r in inv.itertuples() if r.status in ("ok", "limited", "stale", "incomplete", "edited")]
     executed = _executed(run, study)
     ended, nb_problem = _ended(executed)
-    spath, summary, headline = paths.summary_path(run), None, "-"
+    spath, summary, headline = run.summary_path, None, "-"
     if spath.exists():
         try:
             summary = artifacts.read_summary(spath)
@@ -207,31 +209,31 @@ def describe(run: Path) -> dict:
     return out
 
 
-def _describe_across(run: Path, study: studies.AcrossRuns) -> dict:
+def _describe_across(run: Run, study: studies.AcrossRuns) -> dict:
     """The line of a study read across runs (the validation): how many runs it read and where, when its notebook ran,
     its findings (``results.md``'s, shortened) and whether its report is up to date (its record says which seeds'
     analyses it read: one analysed again since makes it out of date)."""
     out = {"run": str(run), "study": study.name, "items": None, "analysed": None, "report": "not analysed",
            "damaged": [], "models": "", "headline": "-", "headlines": ["-"]}
     try:
-        record, summary = artifacts.read_json(run / study.record), artifacts.read_json(paths.summary_path(run))
+        record, summary = artifacts.read_json(run / study.record), artifacts.read_json(run.summary_path)
     except (OSError, ValueError) as err:
         return dict(out, damaged=[str(err)], report="damaged", headline=f"damaged: {err}")
     source = (run / str(record.get("root") or ".")).resolve()
     seeds = record.get("seeds") or []
     out["items"] = f"{len(seeds)} run{'s' * (len(seeds) != 1)} read"
     top = paths.root().resolve()
-    where = "it" if source == run.resolve() else source.relative_to(top).as_posix() if source.is_relative_to(top) \
+    where = "it" if source == run.dir.resolve() else source.relative_to(top).as_posix() if source.is_relative_to(top) \
         else str(source)
     out["models"] = f"the runs in {where}"
-    executed = paths.executed_notebook(run, study.notebook)
+    executed = run.executed_notebook(study.notebook)
     executed = executed if executed.is_file() else None
     ended, problem = _ended(executed)
     state = freshness.report_state(run, summary, executed, ended)
     recorded = record.get("inputs") or {}
     if any(not (source / n).is_file() or artifacts.sha256_file(source / n) != h for n, h in recorded.items()):
         state = "runs it read analysed again since: run its notebook again"
-    text = paths.results_path(run).read_text(encoding="utf-8") if paths.results_path(run).is_file() else ""
+    text = run.results_path.read_text(encoding="utf-8") if run.results_path.is_file() else ""
     found = [shorten(line[2:]) for line in text.partition("\n## ")[0].splitlines() if line.startswith("- ")]
     return dict(out, analysed=(ended[:16].replace("T", " ") + " UTC") if ended else None, report=state,
                 headline=(found or ["-"])[0], headlines=found or ["no results.md"],

@@ -11,6 +11,7 @@ import pandas as pd
 from . import artifacts, labels, paths, precision, score_sidecar
 from .score_settings import derived_label
 from .run_dataset import read_dataset, select_limit
+from .run_handle import Run
 from .score_files import check_scores_file, coverage_problem
 from .spec import DatasetSpec, decisions, options_per_row
 
@@ -27,12 +28,13 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
     ``edited`` (the file changed after it was written, or is missing), or ``incomplete`` (a checkpoint, with its
     progress); ``why`` says more where a status needs it.
     """
-    dpath = paths.dataset_path(run_dir, spec.dataset_file)
+    run = Run.of(run_dir)
+    dpath = run.dataset_path(spec.dataset_file)
     current = artifacts.sha256_file(dpath) if dpath.exists() else None
     rows = []
-    finals = paths.score_sidecars(run_dir)
-    listed = ([(p, "final") for p in finals] + [(p, "partial") for p in paths.partial_sidecars(run_dir)]
-              + [(p, "set_aside") for p in paths.stale_sidecars(run_dir)])
+    finals = paths.score_sidecars(run)
+    listed = ([(p, "final") for p in finals] + [(p, "partial") for p in paths.partial_sidecars(run)]
+              + [(p, "set_aside") for p in paths.stale_sidecars(run)])
     metas, unread = {}, {}
     for side, where in listed:
         try:
@@ -66,7 +68,7 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
             status = "limited"
         else:
             status = "ok"
-        rows.append({"file": str(side.relative_to(paths.scores_dir(run_dir))), "model": side.stem,
+        rows.append({"file": str(side.relative_to(run.scores_dir)), "model": side.stem,
                      "label": _label(meta, side.stem), "label_given": meta.get("label") is not None, "status": status,
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
@@ -210,12 +212,13 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
     and their derived columns agree with their log-probs. The rest are listed in ``df.attrs["excluded"]`` with the
     reason, never mixed in; ``df.attrs["coverage"]`` notes models analysed on different rows.
     """
-    data, dpath = read_dataset(run_dir, spec)
-    inv = score_inventory(run_dir, spec)
+    run = Run.of(run_dir)
+    data, dpath = read_dataset(run, spec)
+    inv = score_inventory(run, spec)
     usable = {"ok", "limited"} if include_limited else {"ok"}
     frames, used = [], []
     for i, r in inv[inv["status"].isin(usable)].iterrows():
-        s = pd.read_parquet(paths.scores_dir(run_dir) / Path(r.file).with_suffix(".parquet"))
+        s = pd.read_parquet(run.scores_dir / Path(r.file).with_suffix(".parquet"))
         if spec.id_column not in s.columns:
             inv.loc[i, ["status", "why"]] = ["edited", f"has no {spec.id_column!r} column"]
             continue
@@ -234,12 +237,12 @@ def load_scores(run_dir, spec: DatasetSpec, include_limited: bool = False) -> pd
     if not frames:
         listed = "; ".join(f"{r.file}: {r.status}" + (f" ({r.why})" if isinstance(r.why, str) else "")
                            for r in inv.itertuples(index=False))
-        raise ValueError(f"run_dir: no complete scores of the current dataset under {paths.scores_dir(run_dir)}"
+        raise ValueError(f"run_dir: no complete scores of the current dataset under {run.scores_dir}"
                          + (f" (excluded: {listed})" if len(inv) else "") + "; " + _no_scores_fix(inv, include_limited))
     out = pd.concat(frames, ignore_index=True)
-    named = labels.distinct({str(paths.scores_dir(run_dir) / r.file): (r.label, bool(r.label_given), r.model)
+    named = labels.distinct({str(run.scores_dir / r.file): (r.label, bool(r.label_given), r.model)
                              for r in used})  # one name per file; two given alike are refused, naming both
-    label = {r.model: named[str(paths.scores_dir(run_dir) / r.file)] for r in used}  # slug → the name printed
+    label = {r.model: named[str(run.scores_dir / r.file)] for r in used}  # slug → the name printed
     out["model"] = out["slug"].map(label)
     out.attrs["slugs"] = {label[r.model]: r.model for r in used}  # label → score file slug, for anything that needs files
     out.attrs["excluded"] = inv[~inv["status"].isin(usable)].to_dict("records")

@@ -17,6 +17,7 @@ from . import artifacts, cluster, executors, model_files, paths, runlock, runsto
 from .notebooks import Progress as _Progress
 from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
+from .run_handle import Run
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze", "executor", "cluster"} | set(studies.RUN_ANALYSES)
 
@@ -66,9 +67,9 @@ class DatasetChanged(RuntimeError):
     """The run's dataset changed while the sweep was scoring or analysing it."""
 
 
-def _check_dataset(run: Path, record, sha: str, step: str) -> None:
+def _check_dataset(run: Run, record, sha: str, step: str) -> None:
     """Stop when the dataset is not the one the sweep generated (another process or a person replaced it)."""
-    dpath = paths.dataset_path(run, record.dataset_file)
+    dpath = run.dataset_path(record.dataset_file)
     now = artifacts.sha256_file(dpath) if dpath.exists() else None
     if now != sha:
         raise DatasetChanged(f"run_dir: {dpath} changed while the sweep ran (before {step}: its sha256 is "
@@ -96,7 +97,7 @@ class SweepPlan:
     accepted."""
 
     record: studies.Study
-    run: Path
+    run: Run  # the run directory, resolved once
     dataset: dict
     model_params: list
     analyze_params: dict
@@ -134,7 +135,7 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
             runstore.check_int(option, number, 1)
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
-    run = paths.check_run_dir(run_dir)  # a file, the root, an empty path or a name too long are refused there
+    run = Run(paths.check_run_dir(run_dir))  # a file, the root, an empty path or a name too long are refused there
     # every parameter file is checked against its notebook before anything runs
     ds = model_files.resolve_params(load_yaml(dataset, None, "dataset"), dataset)
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
@@ -193,8 +194,8 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
         step = "generate"
         try:
             print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
-            execute(nbs["generate"], paths.executed_notebook(run, nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
-            sha = artifacts.sha256_file(paths.dataset_path(run, record.dataset_file))
+            execute(nbs["generate"], run.executed_notebook(nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
+            sha = artifacts.sha256_file(run.dataset_path(record.dataset_file))
             spec = record.spec
             if executor == "local":
                 if cluster_cfg:
@@ -214,7 +215,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                     t0 = time.perf_counter()
                     try:
                         with _Progress(run, slug, progress_every):
-                            execute(nbs["score"], paths.executed_notebook(run, nbs["score"], slug),
+                            execute(nbs["score"], run.executed_notebook(nbs["score"], slug),
                                     dict(p, run_dir=str(run), study=record.name), kernel)
                         report.scored.append(slug)
                         print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -233,13 +234,13 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
                 step = "analyze"
                 _check_dataset(run, record, sha, step)
                 print("[sweep] analyze", flush=True)
-                execute(nbs["analyze"], paths.executed_notebook(run, nbs["analyze"]),
+                execute(nbs["analyze"], run.executed_notebook(nbs["analyze"]),
                         dict(analyze_params, run_dir=str(run)), kernel)
                 report.analyzed = True
                 for key, (nb, p) in extra.items():
                     step = key
                     print(f"[sweep] {key}", flush=True)
-                    execute(nb, paths.executed_notebook(run, nb), p, kernel)
+                    execute(nb, run.executed_notebook(nb), p, kernel)
                     report.extra.append(key)
                 step = "report"
                 _check_dataset(run, record, sha, step)

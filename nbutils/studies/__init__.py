@@ -13,6 +13,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from .. import paths
+from ..run_handle import Run
 from ..spec import DatasetSpec
 
 SCORE_NOTEBOOK = "notebooks/score.ipynb"
@@ -163,10 +164,11 @@ def get(name: str) -> Study:
 
 def for_run(run_dir) -> Study:
     """The study whose dataset file is in ``run_dir`` (exactly one must be)."""
-    found = [s for s in REGISTRY.values() if paths.dataset_path(run_dir, s.dataset_file).exists()]
+    run = Run.of(run_dir)
+    found = [s for s in REGISTRY.values() if run.dataset_path(s.dataset_file).exists()]
     if len(found) != 1:
         what = "no study's dataset" if not found else f"datasets of several studies ({[s.name for s in found]})"
-        raise ValueError(f"study: {paths.resolve(run_dir)} holds {what}; pass study= one of {list(REGISTRY)}")
+        raise ValueError(f"study: {run} holds {what}; pass study= one of {list(REGISTRY)}")
     return found[0]
 
 
