@@ -47,8 +47,7 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     """After a study's analysis (or a run analysis such as the cue profile) ran into its run directory: the run's report
     written as a sweep writes it, then the results' headline lines and where the report is."""
     from . import paths, studies
-    from .report import headline
-    from .report_validation import write_report
+    from .report import headline, write_report
     from .results_table import opening, run_table_lines
 
     analyses = {s.notebooks["analyze"]: s.name for s in (*studies.REGISTRY.values(), *studies.ACROSS_RUNS.values())}
@@ -263,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             _headline_after_analysis(args.notebook, args.output, params)
             return 0
         if args.command == "report":
-            from .report_validation import write_report
+            from .report import write_report
 
             print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
             return 0

@@ -104,7 +104,7 @@ def execute(notebook: str, output: Path, params: dict, kernel: str | None = None
 @contextmanager
 def _under_papermill():
     """Tell the kernel it runs under papermill (it inherits this process's environment), so that an analysis's last
-    cell leaves the report to the command that runs it (``nbutils.report_live``)."""
+    cell leaves the report to the command that runs it (``nbutils.report.live``)."""
     before = os.environ.get(paths.PAPERMILL_ENV)
     os.environ[paths.PAPERMILL_ENV] = "1"
     try:

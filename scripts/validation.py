@@ -273,7 +273,7 @@ def main(argv=None) -> int:
         return 1
     ladder = adapter_of(cfg["ladder"][-1])
     decoy = adapter_of(cfg["decoy"]) if cfg.get("decoy") else "none"
-    from nbutils.report_validation import write_report
+    from nbutils.report import write_report
 
     run_notebook(NOTEBOOK, None, {"run_dir": cfg["run_root"], "ladder_adapter": ladder, "decoy_adapter": decoy,
                                   "seeds": list(cfg["seeds"])})  # only the seeds of this file, never a stray folder

@@ -53,7 +53,7 @@ def test_the_analysis_prints_labels_and_keeps_the_slug_beside_them(tmp_path):
     assert df.attrs["slugs"] == {"Zeta <b>model</b> & co": "zeta", "alpha": "alpha"}
     assert (df.loc[df["model"] == "alpha", "slug"] == "alpha").all()
     from nbutils import items
-    from nbutils.report_html import items_html
+    from nbutils.report import items_html
 
     html = str(items_html(items.items(run), "intro", []))  # user text in HTML: escaped
     assert "Zeta &lt;b&gt;model&lt;/b&gt; &amp; co" in html and "<b>model</b>" not in html

@@ -118,7 +118,7 @@ def assert_fits(page) -> None:
 
 def only_the_item_browser_script(soup) -> None:
     """The page's scripts: none, or the item browser's one, inline, allowed by its sha256 and by nothing else."""
-    from nbutils.report_html import ITEMS_SCRIPT, SCRIPT_HASH
+    from nbutils.report import ITEMS_SCRIPT, SCRIPT_HASH
 
     csp = soup.find("meta", attrs={"http-equiv": "Content-Security-Policy"})["content"]
     scripts = soup.find_all("script")

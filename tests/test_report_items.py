@@ -6,8 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from bs4 import BeautifulSoup
 
-from nbutils.report_html import ITEMS_SCRIPT, SCRIPT_HASH
-from nbutils.report_items import items_html, paired
+from nbutils.report import ITEMS_SCRIPT, SCRIPT_HASH, items_html, paired
 
 A, B = 'Base <i>LM</i> "135M"', "Base + upward control"
 

@@ -453,7 +453,8 @@ def test_property_a_headline_names_its_method_in_six_words_and_a_caveat_says_why
 def test_runs_and_the_report_call_the_same_records_found():
     """A one-sided test significant with its estimate on the side it does not look at is no finding, for the report's
     first table and for `nbutils runs` alike (one rule: ``results.found``)."""
-    from nbutils import report_html, run_index
+    from nbutils import run_index
+    from nbutils.report._html import headline_table
     from nbutils.records import summary_json
 
     h = claim("the gap", "upward concepts were learned better", "downward concepts were learned better", sided="greater")
@@ -464,4 +465,4 @@ def test_runs_and_the_report_call_the_same_records_found():
     lines = run_index._headlines(summary, most=1)
     assert lines[0].startswith("b — ") and lines[1].startswith("… 1 more model, 0 of them with a finding"), lines
     rows = headline.table_rows(summary)
-    assert str(report_html.headline_table(rows)).count('class="evidence"') == 1
+    assert str(headline_table(rows)).count('class="evidence"') == 1

@@ -202,7 +202,7 @@ def test_the_study_has_a_run_folder_a_report_and_a_line_in_runs(sample_study, ca
 
 
 def validation_heading() -> str:
-    from nbutils.report_validation import TABLE_HEADING
+    from nbutils.report import TABLE_HEADING
 
     return TABLE_HEADING
 

@@ -1,4 +1,4 @@
-"""The report page's HTML (``nbutils.report`` collects what goes on it): one self-contained page, escaped by default.
+"""The report page's HTML (``report._page`` collects what goes on it): one self-contained page, escaped by default.
 
 The page is safe to open whatever the run's data hold: it is built with a template engine that escapes by default
 (jinja2), markdown is rendered with raw HTML escaped, tables are cleaned to table markup (bleach), so a group value such
@@ -16,8 +16,8 @@ from copy import copy
 
 from markupsafe import Markup
 
-from .report_items import _ITEMS_CSS, ITEMS_SCRIPT, SCRIPT_HASH, items_html  # noqa: F401 - the item browser
-from .results import EVIDENCE
+from ..results import EVIDENCE
+from ._item_browser import _ITEMS_CSS, ITEMS_SCRIPT, SCRIPT_HASH, items_html  # noqa: F401 - the item browser
 
 FOLD_ROWS = 8  # a table of more rows than this is folded away (a click opens it)
 FOLD_CHARS = 2500  # and so is a table of fewer rows holding more text than this (long notes)

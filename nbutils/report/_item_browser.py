@@ -1,4 +1,4 @@
-"""The report's item browser (``nbutils.report`` collects the items, ``nbutils.report_html`` makes the page): one row
+"""The report's item browser (``report._page`` collects the items, ``report._html`` makes the page): one row
 per item and model, each opening its whole prompt, a filter box and sortable columns, every text escaped by the
 template; its one script only hides and reorders rows, and the page allows it by its sha256.
 

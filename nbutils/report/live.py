@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import artifacts, paths, studies
+from .. import artifacts, paths, studies
 
 
 class Recorder:
@@ -72,7 +72,7 @@ def finish(rec, run_dir) -> str:
         return "report.html: written after this notebook by `python -m nbutils run` (or the sweep)"
     import nbformat
 
-    from .report import write_report
+    from ._page import write_report
 
     run = paths.resolve(run_dir)
     nb = nbformat.read(paths.resolve(rec.notebook), as_version=4)

@@ -1,4 +1,4 @@
-"""The first screen of a report on several models (``nbutils.report``): the finding, one sentence per model, then the
+"""The first screen of a report on several models (``report._page``): the finding, one sentence per model, then the
 models side by side (``nbutils.models_table``) and the forest plot of their gaps; the results in words follow, without
 the copy of the table that ``results.md`` holds. A run of one model, or of a study without the table, keeps the
 report's headline table.
@@ -9,7 +9,7 @@ import base64
 
 from markupsafe import Markup
 
-from . import models_table, paths
+from .. import models_table, paths
 
 FIGURE = "forest_models"  # the figure the analysis writes under figures/
 

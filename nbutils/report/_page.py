@@ -8,7 +8,7 @@ The page ends with an item browser: every item of the models the analysis report
 the run store's checks), each row opening its whole prompt; beyond ``ALL_ITEMS`` items, the ``KEEP`` most confident
 errors and the ``KEEP`` closest calls, and a line saying how to see the rest.
 
-The page itself (escaping, cleaned tables, the template and its style) is made by ``nbutils.report_html``.
+The page itself (escaping, cleaned tables, the template and its style) is made by ``report._html``.
 
 The report refuses a run whose analysis did not finish (an error, or a kernel killed on its way), whose study is not
 the one asked for, or whose results files are missing; and says at the top, in red, when the score files the analysis
@@ -23,11 +23,12 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from . import artifacts, freshness, paths, report_models, runlock, score_sidecar, studies
-from .headline import table_rows
-from .records import Summary, SummaryVersionError
-from .run_handle import Run
-from .report_html import _output_html, cell_html, headline_table, items_html, page
+from .. import artifacts, freshness, paths, runlock, score_sidecar, studies
+from ..headline import table_rows
+from ..records import Summary, SummaryVersionError
+from ..run_handle import Run
+from ._models import top as models_first_screen, words as words_less_models_table
+from ._html import _output_html, cell_html, headline_table, items_html, page
 
 RESULTS_HEADING = "## Results in words"
 ALL_ITEMS = 5000  # items (all models together) the report's browser holds every one of
@@ -80,7 +81,7 @@ def _write_report(run: Run, study: str | None, warn: Callable[[str], None] | Non
         (warn or (lambda _: None))(line)
     question, method = _title_parts(title_cell)
     sections = _sections(cells)
-    many = report_models.top(run, summary)  # several models: a sentence each, their table, the forest plot
+    many = models_first_screen(run, summary)  # several models: a sentence each, their table, the forest plot
     figure, caption = (many["figure"], many["caption"]) if many else _figure_one(sections)
     if method.strip():
         sections.insert(0, {"title": "How this analysis works", "html": [cell_html(
@@ -88,7 +89,7 @@ def _write_report(run: Run, study: str | None, warn: Callable[[str], None] | Non
     view = Summary(summary)
     named = view.model_order or list(view.labels) or sorted({str(r.model) for r in view.typed_records if r.model})
     models = [str(m) for m in named] or sorted(Path(n).stem for n in view.score_files or {})
-    words = report_models.words(run.results_path.read_text(encoding="utf-8"))  # less a models table
+    words = words_less_models_table(run.results_path.read_text(encoding="utf-8"))  # less a models table
     top = {"question": question, "figure": figure, "caption": caption, "words": cell_html(nbformat_markdown(words)),
            **({k: many[k] for k in ("findings", "table", "wide", "fold")} if many else
               {"table": headline_table(table_rows(summary))})}
@@ -190,7 +191,7 @@ def _items_section(run: Run, study: str, summary: dict):
     """The item browser of the models the analysis reported (all usable ones when its records name none); beyond
     ``ALL_ITEMS`` items, the most confident errors and the closest calls (a sentence study: the least and the most
     likely sentences). A run whose items cannot be read gets a line saying why instead."""
-    from . import items as it
+    from .. import items as it
 
     try:
         df = it.items(run, study=study)

@@ -1,5 +1,5 @@
 """The report of a study read across runs (the instrument's validation), ``{run}/report.html``: the same page as a
-study's (``nbutils.report``), made from its executed notebook, ``summary.json`` and ``results.md``.
+study's (``report._page``), made from its executed notebook, ``summary.json`` and ``results.md``.
 
 Its first screen: the findings of ``results.md`` (the smallest strength found reliably, the false-positive rate), the
 power curve with the decoy beside the ladder, and each strength's reading in each prompt set; the whole results in
@@ -13,16 +13,17 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from . import artifacts, freshness, paths, report, runlock, studies
-from .report import ReportError, _figure_one, _read, _sections, _title_parts, nbformat_markdown
-from .report_html import cell_html, page
-from .studies import AcrossRuns
+from .. import artifacts, freshness, paths, runlock, studies
+from ..studies import AcrossRuns
+from ._html import cell_html, page
+from ._page import ReportError, _figure_one, _read, _sections, _title_parts, nbformat_markdown
+from ._page import write_report as write_study_report
 
 TABLE_HEADING = "## Each strength, prompt set by prompt set"  # the section of results.md on the first screen
 
 
 def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] | None = None) -> Path:
-    """``report.write_report`` for any run folder: a study read across runs (its record in the folder) gets its own
+    """The report of any run folder: a study read across runs (its record in the folder) gets its own
     page (``write``), every other run its study's."""
     run = paths.resolve(run_dir)
     across = studies.across_runs_for(run) if run.is_dir() else None
@@ -34,7 +35,7 @@ def write_report(run_dir, study: str | None = None, warn: Callable[[str], None] 
             raise ReportError(f"report: {run} holds the runs the {read[0].name} study reads, not its results; write "
                               f"them and its report with `python -m nbutils run {read[0].notebook} -p {read[0].reads} "
                               f"{_shown(run)}` (its run folder: {paths.reading_folder(_shown(run))})")
-        return report.write_report(run_dir, study, warn)
+        return write_study_report(run_dir, study, warn)
     with runlock.hold(run, "writing its report"):  # nothing of the run changes while it is read and reported
         return write(run, across, warn)
 
