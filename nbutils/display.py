@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from .paths import resolve, summary_path
-from .results import _finite, fmt_num, fmt_p, fmt_ratio, reason
+from .results import is_finite, fmt_num, fmt_p, fmt_ratio, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -49,7 +49,7 @@ _RATIO = re.compile(r"^(odds_ratio|or_mh|(or|or_mh|odds_ratio)_ci_(low|high))$")
 def fmt_p_cell(p) -> str:
     """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing;
     a value that is not a probability says so instead of passing for one."""
-    if not _finite(p):
+    if not is_finite(p):
         return ""
     try:
         return fmt_p(p)[2:].removeprefix("= ")
@@ -78,7 +78,7 @@ def unit_of(column: str, columns) -> str:
 
 
 def _fmt_unit(x, unit: str) -> str:
-    if not _finite(x):
+    if not is_finite(x):
         return fmt_cell(x)
     return f"{fmt_num(100 * x, 1)}%" if unit == "%" else f"{fmt_num(100 * x, 1)} pp"
 
@@ -88,7 +88,7 @@ def fmt_cell(x, digits: int = 3) -> str:
     missing."""
     if isinstance(x, bool):
         return "yes" if x else "no"
-    if not _finite(x):
+    if not is_finite(x):
         return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
     if isinstance(x, int) or digits == 0:
         return f"{x:.0f}"
@@ -119,7 +119,7 @@ def compact(df: pd.DataFrame, key: list[str] | None = None, digits: int = 3) -> 
         elif unit:
             out[c] = [_fmt_unit(v.item() if hasattr(v, "item") else v, unit) for v in s]
         elif _RATIO.match(str(c)) and pd.api.types.is_numeric_dtype(s):
-            out[c] = [fmt_ratio(v, digits) if _finite(v) else fmt_cell(v) for v in (x.item() if hasattr(x, "item") else x
+            out[c] = [fmt_ratio(v, digits) if is_finite(v) else fmt_cell(v) for v in (x.item() if hasattr(x, "item") else x
                                                                                     for x in s)]
         elif pd.api.types.is_integer_dtype(s) or (_COUNT.match(str(c)) and _whole(s)):
             out[c] = [fmt_cell(v, 0) for v in s]

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from .readings import detectable_gap, has_readings, reading
 from .records import Summary, as_record
-from .results import (ALPHA, METHODS, _method, _unreadable, claim_of, fmt_alpha, headline_records, note_lines,
+from .results import (ALPHA, METHODS, method_words, why_unreadable, claim_of, fmt_alpha, headline_records, note_lines,
                       paragraph, phrase, sentence, verdict)
 
 DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
@@ -48,9 +48,9 @@ def entries(summary: dict, alpha: float = ALPHA) -> list[dict]:
         n = next(counts, cond.get("n"))
         models = t.extra.get("models")
         entry = {"model": t.model, **({"models": models} if models else {}), "condition": t.condition, "term": t.term,
-                 "test": t.test, "method": _method(r), "what": h.get("what"), "scale": h.get("scale"),
+                 "test": t.test, "method": method_words(r), "what": h.get("what"), "scale": h.get("scale"),
                  "symbol": h.get("symbol"), "estimate": t.estimate, "ci_low": t.ci_low, "ci_high": t.ci_high,
-                 "p": t.p, "valid": not _unreadable(r, h, alpha), "n": n,
+                 "p": t.p, "valid": not why_unreadable(r, h, alpha), "n": n,
                  "fallback_for": t.extra.get("fallback_for"), "verdict": verdict(r, alpha),
                  "sentence": sentence(r, alpha, records, reasons=False)}
         entry.update({k: cond[k] for k in DESCRIPTIVES if k in cond})
@@ -114,9 +114,9 @@ def fit_caveats(records: Iterable[dict], select: Callable[[dict], bool] | None =
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for r, t in zip(records, typed):
         asked = (select(r) if select else t.headline) or (t.test, who(t), t.condition) in replaced
-        why = _unreadable(r, claim_of(r), ALPHA) if asked else None
+        why = why_unreadable(r, claim_of(r), ALPHA) if asked else None
         if why:
-            key = (_method(r).partition(", ")[0], short_reason(why))
+            key = (method_words(r).partition(", ")[0], short_reason(why))
             groups.setdefault(key, []).append((who(r), claim_of(r).get("what", "")))
     out = []
     for (name, why), found in groups.items():
@@ -168,14 +168,14 @@ def table_rows(summary: dict, alpha: float = ALPHA) -> list[dict]:
     rows = []
     for r in headline_records(summary):
         e = by_key.get(_key(r), {})
-        why = "" if e.get("valid") else short_reason(_unreadable(r, claim_of(r), alpha) or str(r.get("note") or ""))
+        why = "" if e.get("valid") else short_reason(why_unreadable(r, claim_of(r), alpha) or str(r.get("note") or ""))
         numbers = phrase(r, alpha) if e.get("valid") else "no variation to compare" if why == NO_VARIATION \
             else "not estimable (see the caveats)"
         estimate, _, p = numbers.partition(", p ")
         if estimate.startswith("p "):  # a test without an estimate: its p only
             estimate, p = "", estimate[2:]
         t = as_record(r)
-        name = _method(r).split(",")[0]  # the procedure in words (a test named by a prefix too), never its id
+        name = method_words(r).split(",")[0]  # the procedure in words (a test named by a prefix too), never its id
         if t.extra.get("fallback_for"):
             name += f" (standing in for the {test_name(t.extra['fallback_for']).split(',')[0]})"
         pct = (lambda x: f"{100 * x:.1f}%" if isinstance(x, (int, float)) else "")

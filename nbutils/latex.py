@@ -224,7 +224,7 @@ def _tabular(df: pd.DataFrame, formats, caption: str | None, numbers: set = froz
     spec = _columns(df, numbers)
     head = " & ".join(_stacked(label(c) + (" [95\\% CI]" if c in numbers else "")) for c in df.columns) + r" \\"
     wrapped = {c for c, s in zip(df.columns, spec) if s.startswith(">")}
-    rows = [" & ".join(v if c in numbers else _breakable(_cell(v.item() if hasattr(v, "item") else v, formats[c]))
+    rows = [" & ".join(v if c in numbers else breakable(_cell(v.item() if hasattr(v, "item") else v, formats[c]))
                        if c in wrapped else _cell(v.item() if hasattr(v, "item") else v, formats[c])
                        for c, v in zip(df.columns, r)) + r" \\"
             for r in df.itertuples(index=False, name=None)]
@@ -246,7 +246,7 @@ def _lines(df: pd.DataFrame, spec: list[str]) -> int:
                for row in df.itertuples(index=False, name=None))
 
 
-def _breakable(text: str) -> str:
+def breakable(text: str) -> str:
     """A wrapped cell's text that may also break after a dot, colon, slash or hyphen (a long name without spaces)."""
     return re.sub(r"(?<=[A-Za-z0-9])([.:/-])(?=[A-Za-z0-9])", r"\1\\allowbreak{}", text)
 

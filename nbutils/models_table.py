@@ -21,7 +21,7 @@ import pandas as pd
 
 from .readings import CONDITION_NAMES, floor_state, has_readings, headline_record, reading
 from .records import Summary, model_block
-from .results import ALPHA, _finite, _shown, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
+from .results import ALPHA, is_finite, on_scale, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
 
 MODELS_HEADING = "**The models side by side**"  # where results.md's models table starts (the report shows its own)
 PAGE_ROWS = 12  # models a LaTeX table holds on one page; more break across pages (longtable)
@@ -54,7 +54,7 @@ def _or(rec: dict | None) -> tuple:
     """The headline record's odds ratio and 95% CI, or Nones when it is not an odds ratio that can be read."""
     if rec is None or verdict(rec) == "invalid" or claim_of(rec).get("scale") != "log_odds_ratio":
         return None, None, None
-    est, lo, hi, _ = _shown(rec, claim_of(rec))
+    est, lo, hi, _ = on_scale(rec, claim_of(rec))
     return est, lo, hi
 
 
@@ -94,7 +94,7 @@ def _interval(block: dict) -> dict | None:
     per = block.get("prediction_interval") or {}
     cond = per.get(MAIN_CONDITION) or next(iter(per.values()), None) or {}
     valid = {axis: v for axis, v in cond.items() if isinstance(v, dict) and v.get("valid") is not False
-             and _finite(v.get("pi_low")) and _finite(v.get("pi_high"))}
+             and is_finite(v.get("pi_low")) and is_finite(v.get("pi_high"))}
     if not valid:
         return None
     axis = "all" if "all" in valid else max(valid, key=lambda a: (valid[a].get("n_variants") or 0, a))
@@ -105,7 +105,7 @@ def _interval(block: dict) -> dict | None:
 
 def fmt_params(n) -> str:
     """``135M``, ``1.7B``, ``360M``; empty when unknown."""
-    if not _finite(n) or n <= 0:
+    if not is_finite(n) or n <= 0:
         return ""
     for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= size:
@@ -116,7 +116,7 @@ def fmt_params(n) -> str:
 
 def fmt_or(x) -> str:
     """An odds ratio for a table: ``36.0``, ``3.19``, ``406``, ``0.32``, ``0.012``; powers of ten from 10⁵ on."""
-    if not _finite(x) or x <= 0:
+    if not is_finite(x) or x <= 0:
         return "n/a"
     if x >= 1e5 or x < 1e-4:
         return f"{x:.1e}".replace("e+0", "e").replace("e-0", "e−").replace("e+", "e").replace("e-", "e−")
@@ -126,17 +126,17 @@ def fmt_or(x) -> str:
 
 
 def _pct(x) -> str:
-    return f"{100 * x:.1f}" if _finite(x) else "–"
+    return f"{100 * x:.1f}" if is_finite(x) else "–"
 
 
 def _p(p, alpha: float) -> str:
-    return fmt_p(p, alpha).removeprefix("p ").removeprefix("= ") if _finite(p) else ""
+    return fmt_p(p, alpha).removeprefix("p ").removeprefix("= ") if is_finite(p) else ""
 
 
 def _floor_cell(above, p, alpha: float) -> str:
     if above is None:
         return ""
-    return f"{'above' if above else 'not above'} ({_p(p, alpha)})" if _finite(p) else ("above" if above else "not above")
+    return f"{'above' if above else 'not above'} ({_p(p, alpha)})" if is_finite(p) else ("above" if above else "not above")
 
 
 def _examples_cell(uses, p, alpha: float) -> str:
@@ -145,7 +145,7 @@ def _examples_cell(uses, p, alpha: float) -> str:
     if uses is None:
         return ""
     said = "yes" if uses else "no evidence"
-    return f"{said} ({_p(p, alpha)})" if _finite(p) else said
+    return f"{said} ({_p(p, alpha)})" if is_finite(p) else said
 
 
 def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], list[dict]]:
@@ -168,16 +168,16 @@ def shown(summary: dict, alpha: float = ALPHA) -> tuple[list[tuple[str, str]], l
     for r in t.to_dict("records"):
         g = {k.removesuffix(f"_{main}"): v for k, v in r.items() if k.endswith(f"_{main}")}
         est, lo, hi = g.get("or"), g.get("or_ci_low"), g.get("or_ci_high")
-        ci = f" [{fmt_or(lo)}, {fmt_or(hi)}]" if _finite(lo) and _finite(hi) else ""
+        ci = f" [{fmt_or(lo)}, {fmt_or(hi)}]" if is_finite(lo) and is_finite(hi) else ""
         row = {"model": str(r["model"]), "parameters": fmt_params(r.get("parameters")),
-               "gap": f"{100 * g['gap']:+.1f}" if _finite(g.get("gap")) else "–",
-               "or": fmt_or(est) + ci if _finite(est) else "not estimable", "p": _p(g.get("p"), alpha),
+               "gap": f"{100 * g['gap']:+.1f}" if is_finite(g.get("gap")) else "–",
+               "or": fmt_or(est) + ci if is_finite(est) else "not estimable", "p": _p(g.get("p"), alpha),
                "floor": _floor_cell(g.get("above_floor"), g.get("floor_p"), alpha),
                "examples": _examples_cell(g.get("uses_examples"), g.get("examples_p"), alpha),
                "reading": SHORT_READINGS.get(g.get("reading"), ""), "_reading": g.get("reading"),
                "pi": (f"[{100 * r['pi_low']:+.1f}, {100 * r['pi_high']:+.1f}]" + (
                    f" ({r['pi_axis']})" if isinstance(r.get("pi_axis"), str) else "")
-                      if _finite(r.get("pi_low")) and _finite(r.get("pi_high")) else "")}
+                      if is_finite(r.get("pi_low")) and is_finite(r.get("pi_high")) else "")}
         for c in conds:
             row[f"acc_up_{c}"], row[f"acc_down_{c}"] = _pct(r.get(f"acc_up_{c}")), _pct(r.get(f"acc_down_{c}"))
         rows.append(row)
@@ -209,7 +209,7 @@ def legend(summary: dict, alpha: float = ALPHA) -> str:
 def latex(summary: dict, alpha: float = ALPHA) -> str:
     """The table as LaTeX (booktabs; ``\\usepackage{booktabs,longtable}``): one tabular for up to ``PAGE_ROWS``
     models, a longtable that repeats its header beyond; names escaped, the CI in the OR's cell."""
-    from .latex import _breakable, escape
+    from .latex import breakable, escape
 
     cols, rows = shown(summary, alpha)
     cols = [(k, h) for k, h in cols if k not in ("floor", "examples")]  # the reading says them; their p: the CSV
@@ -236,7 +236,7 @@ def latex(summary: dict, alpha: float = ALPHA) -> str:
     long = len(rows) > PAGE_ROWS
     env = "longtable" if long else "tabular"
     # a reading's one long word may break where LaTeX would not break it itself (the column is narrow)
-    cell = (lambda k, v: _breakable(escape(v)) if k == "model" else
+    cell = (lambda k, v: breakable(escape(v)) if k == "model" else
             escape(v).replace("undetermined", r"undeter\-mined") if k == "reading" else escape(v))
     body = [" & ".join(cell(k, r[k]) for k, _ in cols) + r" \\" for r in rows]
     size = "{\\footnotesize" if len(cols) <= 10 else "{\\scriptsize"  # 10 columns fit a page in small type
@@ -304,13 +304,13 @@ def _evidence_short(summary: dict, model, condition, alpha: float) -> str:
     if tw.get("labels") or tw.get("threshold"):
         lab, both = tw.get("labels") or {}, (tw.get("threshold") or {}).get("both") or {}
         bits = []
-        if _finite(lab.get("estimate")):
+        if is_finite(lab.get("estimate")):
             bits.append(f"label twins net {100 * lab['estimate']:+.0f} points, {fmt_p(lab.get('p'), alpha)}")
-        if _finite(both.get("upward_reading")):
+        if is_finite(both.get("upward_reading")):
             bits.append(f"threshold twins as \"more than\" net {100 * both['upward_reading']:+.0f} points, "
                         f"{fmt_p(both.get('upward_reading_p'), alpha)}")
         return f" ({'; '.join(bits)})" if bits else ""
-    if _finite(uses.get("p")):
+    if is_finite(uses.get("p")):
         return f" (score test of the examples, {fmt_p(uses['p'], alpha)}; no twin prompts)"
     return ""
 
@@ -335,18 +335,19 @@ def forest(summary: dict, alpha: float = ALPHA):
     fig, ax = plt.subplots(figsize=(7.6, height))
     colors = ["#0969da", "#bc4c00", "#1a7f37", "#8250df"]
     offsets = np.linspace(-0.18, 0.18, len(conds)) if len(conds) > 1 else [0.0]
-    finite = [x for c in conds for k in ("or_ci_low", "or_ci_high", "or") for x in t.get(f"{k}_{c}", []) if _finite(x)]
+    finite = [x for c in conds for k in ("or_ci_low", "or_ci_high", "or") for x in t.get(f"{k}_{c}", [])
+              if is_finite(x)]
     lo_lim, hi_lim = (min(finite + [0.5]) / 1.6, max(finite + [2.0]) * 1.6) if finite else (0.1, 10)
     for j, c in enumerate(conds):
         label = CONDITION_NAMES.get(c, c)
         for i, m in enumerate(names):
             y = i + offsets[j]
             est, lo, hi = (t.at[m, f"{k}_{c}"] for k in ("or", "or_ci_low", "or_ci_high"))
-            if not _finite(est):
+            if not is_finite(est):
                 ax.text(math.sqrt(lo_lim * hi_lim), y, "no valid test", ha="center", va="center", fontsize=8,
                         color=colors[j % 4])
                 continue
-            if _finite(lo) and _finite(hi):
+            if is_finite(lo) and is_finite(hi):
                 ax.plot([max(lo, lo_lim), min(hi, hi_lim)], [y, y], color=colors[j % 4], lw=1.8)
             above = t.at[m, f"above_floor_{c}"]
             hollow = above is not None and not pd.isna(above) and not bool(above)

@@ -30,7 +30,7 @@ import math
 
 from .records import Summary, as_record, model_block
 from .stats import can_reject
-from .results import (ALPHA, SHORT_METHODS, _finite, _shown, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
+from .results import (ALPHA, SHORT_METHODS, is_finite, on_scale, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
                       odds_ratio_scale, phrase, verdict)
 
 READINGS = ("learned", "mirror", "prior", "undetermined", "below_floor", "no_evidence", "no_valid_test")
@@ -50,11 +50,11 @@ def detectable_gap(n_a: int, n_b: int, alpha: float = ALPHA, power: float = 0.8)
 
 
 def _pct(x) -> str:
-    return f"{100 * x:.1f}%" if _finite(x) else "n/a"
+    return f"{100 * x:.1f}%" if is_finite(x) else "n/a"
 
 
 def _points(x) -> str:
-    return f"{fmt_num(100 * x, 1)} points" if _finite(x) else "n/a"
+    return f"{fmt_num(100 * x, 1)} points" if is_finite(x) else "n/a"
 
 
 def _same(r: dict, model, condition, term="upward") -> bool:
@@ -86,8 +86,8 @@ def _marginal_beside(summary: dict, rec: dict, alpha: float) -> str:
     m = marginal_record(summary, rec.get("model"), rec.get("condition"))
     if m is None:
         return ""
-    est, lo, hi, _ = _shown(m, claim_of(m))  # on the odds-ratio scale
-    if not _finite(est):
+    est, lo, hi, _ = on_scale(m, claim_of(m))  # on the odds-ratio scale
+    if not is_finite(est):
         return ""
     ci = fmt_ci(lo, hi, fmt=fmt_ratio)
     return f"; marginal OR = {fmt_ratio(est)}{', ' + ci if ci else ''}, {SHORT_METHODS.get(m['test'], m['test'])}"
@@ -115,9 +115,9 @@ def rule_block(summary: dict, model, condition) -> dict | None:
         out.update(most_common_rule=top, most_common_count=rules.count(top), n_concepts=len(rules))
     # a mirror is claimed only beyond chance: coin-flip downward answers agree with the mirror half the time, more
     # than a model that is right on upward concepts agrees with theirs, and that is no sign of a mirror
-    out["answers_as_mirror"] = bool(_finite(out["p"]) and out["p"] < ALPHA and _finite(out["mirror_down"])
-                                    and _finite(out["mirror_up"]) and out["mirror_down"] > out["mirror_up"]
-                                    and _finite(out["p_chance"]) and out["p_chance"] < ALPHA)
+    out["answers_as_mirror"] = bool(is_finite(out["p"]) and out["p"] < ALPHA and is_finite(out["mirror_down"])
+                                    and is_finite(out["mirror_up"]) and out["mirror_down"] > out["mirror_up"]
+                                    and is_finite(out["p_chance"]) and out["p_chance"] < ALPHA)
     return out
 
 
@@ -128,12 +128,12 @@ def rule_sentence(model, condition, rule: dict | None, alpha: float = ALPHA) -> 
         return ""
     where = CONDITION_NAMES.get(condition, condition)
     bits = []
-    if _finite(rule.get("mirror_down")) and _finite(rule.get("mirror_up")):
+    if is_finite(rule.get("mirror_down")) and is_finite(rule.get("mirror_up")):
         if rule["answers_as_mirror"]:
             bits.append(f"downward concepts were answered as their upward mirror ({_pct(rule['mirror_down'])} vs "
                         f"{_pct(rule['mirror_up'])} mirror agreement, {fmt_p(rule.get('p'), alpha)}, exact stratified "
                         f"test; beyond chance, {fmt_p(rule.get('p_chance'), alpha)})")
-        elif _finite(rule.get("p_chance")) and rule["p_chance"] >= alpha and _finite(rule.get("p")) \
+        elif is_finite(rule.get("p_chance")) and rule["p_chance"] >= alpha and is_finite(rule.get("p")) \
                 and rule["p"] < alpha and rule["mirror_down"] > rule["mirror_up"]:
             bits.append(f"downward concepts agree with their upward mirror more often than upward ones with theirs "
                         f"({_pct(rule['mirror_down'])} vs {_pct(rule['mirror_up'])}, {fmt_p(rule.get('p'), alpha)}), "
@@ -154,7 +154,7 @@ def rule_sentence(model, condition, rule: dict | None, alpha: float = ALPHA) -> 
 
 
 def _floor_words(fl: dict, alpha: float) -> str:
-    ci = fmt_ci(100 * fl["ci_low"], 100 * fl["ci_high"], 1, unit="%") if _finite(fl.get("ci_low")) else ""
+    ci = fmt_ci(100 * fl["ci_low"], 100 * fl["ci_high"], 1, unit="%") if is_finite(fl.get("ci_low")) else ""
     return (f"accuracy {_pct(fl.get('accuracy'))}{' (' + ci + ')' if ci else ''} against {_pct(fl.get('chance'))} "
             f"by chance, {fmt_p(fl.get('p'), alpha)} (one-sided binomial)")
 
@@ -173,7 +173,7 @@ def _caveats(summary: dict, model, condition, cond: dict, rec: dict | None, alph
     d = next((r for r in Summary(summary).records if as_record(r).test == "signflip_dprime_gap"
               and _same(r, model, condition)), None)
     gap = cond.get("gap")
-    if d is not None and _finite(d.get("estimate")) and _finite(gap) and d.get("valid", True):
+    if d is not None and is_finite(d.get("estimate")) and is_finite(gap) and d.get("valid", True):
         # disagreement: opposite non-zero signs, or one significant and the other not (a zero gap beside a small d′
         # gap is no disagreement)
         same_sign = not (d["estimate"] * gap < 0)
@@ -193,13 +193,13 @@ def floor_state(fl: dict | None, alpha: float = ALPHA) -> str | None:
     """``above`` (significantly above chance), ``below`` (not above, and the 95% CI excludes accuracies more than
     ``FLOOR_MARGIN`` above chance: the data place the model at the floor), ``edge`` (neither: the data cannot say
     whether it can do the task), or None where the floor was not tested."""
-    if not fl or not (_finite(fl.get("p")) or isinstance(fl.get("above"), bool)):
+    if not fl or not (is_finite(fl.get("p")) or isinstance(fl.get("above"), bool)):
         return None
     above = fl["above"] if isinstance(fl.get("above"), bool) else fl["p"] < alpha  # the analysis's own call first
     if above:
         return "above"
     hi, chance = fl.get("ci_high"), fl.get("chance")
-    return "below" if _finite(hi) and _finite(chance) and hi < chance + FLOOR_MARGIN else "edge"
+    return "below" if is_finite(hi) and is_finite(chance) and hi < chance + FLOOR_MARGIN else "edge"
 
 
 def _floor_phrase(state: str) -> str:
@@ -208,16 +208,16 @@ def _floor_phrase(state: str) -> str:
 
 def _net(r: dict | None, alpha: float) -> str:
     """``net +25.0 points of 60 pairs follow, 95% CI [+12.1, +37.9], p < .001``: one twin component in words."""
-    if not r or not _finite(r.get("estimate")):
+    if not r or not is_finite(r.get("estimate")):
         return "n/a"
-    ci = fmt_ci(100 * r["ci_low"], 100 * r["ci_high"], 1) if _finite(r.get("ci_low")) else ""
+    ci = fmt_ci(100 * r["ci_low"], 100 * r["ci_high"], 1) if is_finite(r.get("ci_low")) else ""
     return (f"net {100 * r['estimate']:+.1f} points of {r['n']} pairs{', ' + ci if ci else ''}, "
             f"{fmt_p(r.get('p'), alpha)}")
 
 
 def _equivalent(r: dict | None, margin: float) -> bool:
     """The 90% CI of a twin component lies within ± ``margin``: a use of that size or more is excluded (TOST)."""
-    return bool(r and _finite(r.get("ci90_low")) and _finite(r.get("ci90_high"))
+    return bool(r and is_finite(r.get("ci90_low")) and is_finite(r.get("ci90_high"))
                 and r["ci90_low"] > -margin and r["ci90_high"] < margin)
 
 
@@ -225,9 +225,9 @@ def _prior_part(tw: dict, alpha: float) -> str:
     """``; 25.3 points of the gap (95% CI …) ride on answers that did not move with the threshold``: the part of the gap
     a prior on the query carries, where its test finds one."""
     pr = tw.get("prior") or {}
-    if not (_finite(pr.get("estimate")) and _finite(pr.get("p")) and pr["p"] < alpha):
+    if not (is_finite(pr.get("estimate")) and is_finite(pr.get("p")) and pr["p"] < alpha):
         return ""
-    ci = fmt_ci(100 * pr["ci_low"], 100 * pr["ci_high"], 1) if _finite(pr.get("ci_low")) else ""
+    ci = fmt_ci(100 * pr["ci_low"], 100 * pr["ci_high"], 1) if is_finite(pr.get("ci_low")) else ""
     return (f"; {100 * pr['estimate']:+.1f} points of the gap ({ci + ', ' if ci else ''}{fmt_p(pr['p'], alpha)}) ride "
             "on answers that did not move with the examples' threshold: a prior on the query")
 
@@ -241,7 +241,7 @@ def twin_evidence(tw: dict, alpha: float = ALPHA) -> dict:
     up, down, both = thr.get("upward"), thr.get("downward"), thr.get("both")
     power = tw.get("power") or {}
     margin = power.get("margin", 0.15)
-    sig = (lambda r, key="p": bool(r and _finite(r.get(key)) and r[key] < alpha))
+    sig = (lambda r, key="p": bool(r and is_finite(r.get(key)) and r[key] < alpha))
     uses_labels = sig(labels) and labels["estimate"] > 0
     upward_reading = bool(both and sig(both, "upward_reading_p") and both.get("upward_reading", 0) > 0)
     lab = f"label-flipped twins: {_net(labels, alpha)}" if labels else ""
@@ -291,14 +291,14 @@ def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: 
     p = fmt_p(uses.get("p"), alpha)
     if uses["uses"]:
         su, sd = uses.get("score_upward"), uses.get("score_downward")
-        if not stated and _finite(su) and _finite(sd) and su > 0 > sd:
+        if not stated and is_finite(su) and is_finite(sd) and su > 0 > sd:
             return {"kind": "mirror", "text": f"the answers use {what} beyond the query (score test, {p}), toward the "
                                               "gold answer for upward concepts and away from it for downward ones: "
                                               "the mirror's pattern"}
         return {"kind": "learned", "text": f"the answers use {what} beyond the query (score test, {p})"}
     text = f"the score test finds no evidence that the answers use {what} beyond the query ({p}), which does not " \
            "show that they ignore it"
-    if not stated and design and _finite(design.get("learner")) and _finite(design.get("mirror")):
+    if not stated and design and is_finite(design.get("learner")) and is_finite(design.get("mirror")):
         need = design.get("prompts_needed")
         text += (f"; twin prompts (twins: [label_flip, threshold_shift]) would tell a learner, a mirror and a prior "
                  f"apart: on these prompts ({design.get('n_label_pairs')} label-flipped and "
@@ -361,7 +361,7 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
     else:
         nums = phrase(rec, alpha)
         n = cond.get("n")
-        big = _finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
+        big = is_finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
             abs(cond["gap"]) >= detectable_gap(n // 2, n // 2, alpha)
         if state in ("below", "edge") and not big:
             kind = "below_floor"
@@ -382,7 +382,7 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
             text = (f"no evidence at α = {fmt_alpha(alpha)} that upward and downward concepts are {verb} "
                     f"differently ({accs}; {nums}{method})")
     copy = (tw or {}).get("copy")
-    if copy and _finite(copy.get("p")) and copy["p"] >= alpha:
+    if copy and is_finite(copy.get("p")) and copy["p"] >= alpha:
         text += (f"; no evidence that it copies the label it was just shown ({_pct(copy.get('estimate'))} right on "
                  f"{copy.get('n')} copy probes, {fmt_p(copy['p'], alpha)}): without that, no use of the examples in "
                  "any sense is shown")

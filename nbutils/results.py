@@ -39,7 +39,7 @@ def short_method(record: dict) -> str:
     return SHORT_METHODS.get(test, " ".join(test.replace("_", " ").split()[:6])) + sided
 
 
-def _finite(x) -> bool:
+def is_finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -51,7 +51,7 @@ def plural(n, one: str, many: str | None = None) -> str:
 
 def _p_ok(p) -> bool:
     """A p-value that is a probability: finite, in [0, 1], and not −0.0 (a sign a computation went wrong)."""
-    return _finite(p) and 0 <= p <= 1 and math.copysign(1.0, p) > 0
+    return is_finite(p) and 0 <= p <= 1 and math.copysign(1.0, p) > 0
 
 
 def fmt_p(p, alpha: float = ALPHA) -> str:
@@ -82,7 +82,7 @@ def fmt_alpha(alpha: float) -> str:
 def fmt_num(x, digits: int = 2, sig: int = 2) -> str:
     """A number for prose: fixed digits (scientific, with ``sig`` significant digits, from 10,000 up), never
     ``-0.00``."""
-    if not _finite(x):
+    if not is_finite(x):
         return "n/a"
     if abs(x) >= 1e4:
         return f"{x:.{sig}g}"
@@ -93,7 +93,7 @@ def fmt_num(x, digits: int = 2, sig: int = 2) -> str:
 def fmt_ratio(x, digits: int = 2) -> str:
     """An odds ratio: two decimals, or two significant digits where two decimals would round to 0.00 (a ratio is
     never 0); scientific from 10,000 up."""
-    if not _finite(x):
+    if not is_finite(x):
         return "n/a"
     if 0 < abs(x) < 10 ** -digits:
         return f"{x:.2g}"
@@ -103,7 +103,7 @@ def fmt_ratio(x, digits: int = 2) -> str:
 def fmt_ci(lo, hi, digits: int = 2, fmt: Callable | None = None, unit: str = "") -> str:
     """``95% CI [lo, hi]``, or nothing when the record has no interval."""
     f = fmt or (lambda v: fmt_num(v, digits))
-    return f"95% CI [{f(lo)}{unit}, {f(hi)}{unit}]" if _finite(lo) and _finite(hi) else ""
+    return f"95% CI [{f(lo)}{unit}, {f(hi)}{unit}]" if is_finite(lo) and is_finite(hi) else ""
 
 
 def reason(record: dict) -> str:
@@ -126,17 +126,17 @@ def claim_of(record: dict) -> dict:
             "more": "the estimate is above 0", "less": "the estimate is below 0", "differ": "the estimate differs from 0"}
 
 
-def _shown(record: dict, h: dict):
+def on_scale(record: dict, h: dict):
     """(estimate, ci_low, ci_high, null) on the scale the reader sees (odds ratios, percent, points)."""
     est, lo, hi = (record.get(k) for k in ("estimate", "ci_low", "ci_high"))
     null = h.get("null", 0.0)
     scale = h.get("scale", "number")
     if scale == "log_odds_ratio":
         def ex(v):
-            return (math.exp(v) if v < 709.78 else math.inf) if _finite(v) else None
+            return (math.exp(v) if v < 709.78 else math.inf) if is_finite(v) else None
         return ex(est), ex(lo), ex(hi), math.exp(null)
     if scale in ("proportion", "points"):
-        sc = (lambda v: 100 * v if _finite(v) else None)
+        sc = (lambda v: 100 * v if is_finite(v) else None)
         return sc(est), sc(lo), sc(hi), 100 * null
     return est, lo, hi, null
 
@@ -166,25 +166,25 @@ def _ci_digits(lo: float, hi: float, null: float, fmt: Callable, digits: int) ->
     return d
 
 
-def _unreadable(record: dict, h: dict, alpha: float) -> str | None:
+def why_unreadable(record: dict, h: dict, alpha: float) -> str | None:
     """Why the record's numbers cannot be printed, or None."""
     if not record.get("valid", True):
         return reason(record)
     p = record.get("p")
     if p is not None and not (isinstance(p, float) and math.isnan(p)) and not _p_ok(p):
         return f"its p-value {p!r} is not a probability"
-    if not _finite(record.get("estimate")):
-        if h.get("sided") == "none" and _finite(p):
+    if not is_finite(record.get("estimate")):
+        if h.get("sided") == "none" and is_finite(p):
             return None  # a test without an estimate (Breslow–Day): its p is its result
         return "no estimate"
-    est, lo, hi, _ = _shown(record, h)
-    if not _finite(est) or est == 0 and h.get("scale") == "log_odds_ratio":
+    est, lo, hi, _ = on_scale(record, h)
+    if not is_finite(est) or est == 0 and h.get("scale") == "log_odds_ratio":
         return "the odds ratio is too large or too small to print"
-    if (_finite(record.get("ci_low")) and _finite(record.get("ci_high"))
+    if (is_finite(record.get("ci_low")) and is_finite(record.get("ci_high"))
             and not record["ci_low"] <= record["estimate"] <= record["ci_high"]):
         return "its confidence interval does not contain its estimate"
     sided, null, e = h.get("sided", "two-sided"), h.get("null", 0.0), record["estimate"]
-    if _finite(p) and p < alpha and sided != "none" and (
+    if is_finite(p) and p < alpha and sided != "none" and (
             e == null or (sided == "greater" and e < null) or (sided == "less" and e > null)):
         # a significant p whose estimate sits on the null or on the side its test does not look at: the p and the
         # estimate come from different places, and no sentence can say both
@@ -196,12 +196,12 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     """A record's numbers in APA style, on its declared scale: ``OR = 1.85, 95% CI [1.10, 3.12], p = .021``,
     ``accuracy = 66.7%, 95% CI […], p = .002``; a record that cannot be read is ``not estimable (reason)``."""
     h = claim_of(record)
-    why = _unreadable(record, h, alpha)
+    why = why_unreadable(record, h, alpha)
     if why:
         return f"not estimable ({why})"
     scale = h.get("scale", "number")
-    est, lo, hi, null = _shown(record, h)
-    if not _finite(est):  # a test without an estimate: its p only
+    est, lo, hi, null = on_scale(record, h)
+    if not is_finite(est):  # a test without an estimate: its p only
         return fmt_p(record.get("p"), alpha)
     fmt = _formatter(scale)
     if scale in ("proportion", "points"):
@@ -216,11 +216,11 @@ def phrase(record: dict, alpha: float = ALPHA, digits: int = 2) -> str:
     if scale == "log_odds_ratio" and symbol == "OR":  # which odds ratio: conditional on a random effect, or marginal
         symbol = f"{odds_ratio_scale(record)} OR"
     bits = [f"{symbol} = {text}{unit}"]
-    if _finite(lo) and _finite(hi):
+    if is_finite(lo) and is_finite(hi):
         ci_digits = _ci_digits(lo, hi, null, fmt, digits) if claims_side else digits
         bits.append(fmt_ci(lo, hi, fmt=lambda v: fmt(v, ci_digits), unit=ci_unit))
     p = record.get("p")
-    if _finite(p):
+    if is_finite(p):
         bits.append(fmt_p(p, alpha))
     return ", ".join(bits)
 
@@ -235,7 +235,7 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:] if s else s
 
 
-def _method(record: dict) -> str:
+def method_words(record: dict) -> str:
     test = str(record.get("test", ""))
     side = claim_of(record).get("sided")
     sided = f", {side}" if side in ("greater", "less") else ""
@@ -250,10 +250,10 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
     ``"more"``, ``"less"`` (evidence, in that direction), ``"none"`` (no evidence), ``"descriptive"`` (no test),
     ``"invalid"`` (not estimable), ``"effect"`` (evidence, for a test without a direction)."""
     h = claim_of(record)
-    if _unreadable(record, h, alpha):
+    if why_unreadable(record, h, alpha):
         return "invalid"
     p = record.get("p")
-    if not _finite(p):
+    if not is_finite(p):
         return "descriptive"
     est, null = record["estimate"], h.get("null", 0.0)
     sided = h.get("sided", "two-sided")
@@ -261,7 +261,7 @@ def verdict(record: dict, alpha: float = ALPHA) -> str:
         return "none"
     if sided == "none":
         return "effect"
-    return "more" if est > null else "less"  # _unreadable has ruled out the null and the side a test ignores
+    return "more" if est > null else "less"  # why_unreadable has ruled out the null and the side a test ignores
 
 
 EVIDENCE = ("more", "less", "effect")  # the verdicts that are a finding
@@ -285,14 +285,14 @@ def sentence(record: dict, alpha: float = ALPHA, records: Iterable[dict] = (), *
                        for k in ("model", "condition") if record.get(k)) if who else ""
     lead = f"{names} — " if names else ""
     what = h.get("what", "the estimate")
-    method = _method(record) if reasons else short_method(record)
+    method = method_words(record) if reasons else short_method(record)
     fallback = record.get("fallback_for")
     if fallback and not reasons:
         method += f", standing in for the {SHORT_METHODS.get(fallback, fallback).split(',')[0]}"
     v = verdict(record, alpha)
     if v == "invalid":
         numbers = phrase(record, alpha) if reasons else "not estimable (why: see the caveats)"
-        if re.search(r"no variation to compare|answered alike", str(_unreadable(record, h, alpha) or "")):
+        if re.search(r"no variation to compare|answered alike", str(why_unreadable(record, h, alpha) or "")):
             numbers = "no variation to compare"  # the truth, not a failure of the test
         out = f"{lead}{what} ({method}): {numbers}."
     else:
@@ -394,10 +394,10 @@ def note_lines(summary: dict, alpha: float = ALPHA) -> list[str]:
 def _precision_agreement(r: dict) -> str:
     t = as_record(r)
     term = t.term
-    if not t.valid or not _finite(t.estimate):
+    if not t.valid or not is_finite(t.estimate):
         return f"Precision, {term}: agreement not estimable ({reason(r)})."
     est, lo, hi = t.estimate, t.ci_low, t.ci_high
     n = t.extra.get("n")
-    ci = fmt_ci(100 * lo, 100 * hi, 1, unit="%") if _finite(lo) and _finite(hi) else ""
+    ci = fmt_ci(100 * lo, 100 * hi, 1, unit="%") if is_finite(lo) and is_finite(hi) else ""
     return (f"Precision, {term}: the same answer on {fmt_num(100 * est, 1)}% of "
             f"{plural(n, 'prompt') if isinstance(n, int) else 'the prompts'}" + (f" ({ci})" if ci else "") + ".")

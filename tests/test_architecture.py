@@ -100,18 +100,9 @@ LONG_MODULES: dict[str, str] = {}  # a module kept longer for now, with why (non
 
 # A wing is a sub-package of nbutils (``nbutils.report``): its ``__init__`` names what the rest may use, and its
 # internals are private (a module or a name starting with ``_``); a module at the root is a wing of its own. No module
-# imports another wing's private modules or names. Those that do today, each with why (the test fails on any other, and
-# on a listed one that is gone):
-KNOWN_PRIVATE_IMPORTS: dict[tuple[str, str], str] = {
-    ("nbutils.display", "nbutils.results._finite"): "the results' wing (words, readings, headline, tables) to come",
-    ("nbutils.headline", "nbutils.results._method"): "the results' wing to come",
-    ("nbutils.headline", "nbutils.results._unreadable"): "the results' wing to come",
-    ("nbutils.models_table", "nbutils.results._finite"): "the results' wing to come",
-    ("nbutils.models_table", "nbutils.results._shown"): "the results' wing to come",
-    ("nbutils.models_table", "nbutils.latex._breakable"): "the results' wing to come",
-    ("nbutils.readings", "nbutils.results._finite"): "the results' wing to come",
-    ("nbutils.readings", "nbutils.results._shown"): "the results' wing to come",
-}
+# imports another wing's private modules or names; one kept for now is listed with why (the test fails on any other,
+# and on a listed one that is gone):
+KNOWN_PRIVATE_IMPORTS: dict[tuple[str, str], str] = {}  # one kept for now, with why (none)
 
 
 # ---------------------------------------------------------------- reading the import graph
