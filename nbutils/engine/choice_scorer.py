@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..score_settings import model_chat_template
 from ..spec import ChoiceItems, DatasetSpec, options_per_row
 from .batching import pack_batches
 from .calibration import score_calibrated
@@ -26,8 +27,8 @@ class ChoiceScorer:
         if not isinstance(items, ChoiceItems):
             raise TypeError("choice_items: must return a ChoiceItems")
         self.items, self.per = items, options_per_row(items.options, len(data))
-        self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), settings.chat_template, self.per,
-                                  items.systems)
+        self.req = build_requests(lm.tokenizer, data[spec.text_column].tolist(), model_chat_template(settings),
+                                  self.per, items.systems)
         self.tail = FLOAT32_TAIL if self.reference is not None else 0
         self.margin = settings.need_resolved().rescore_margin if self.reference is not None else 0.0
         self.calibration_size = settings.calibration_size

@@ -339,7 +339,8 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     ``norm_char_<option>`` (per UTF-8 byte of the option as scored); ``choice`` (the option with the highest raw
     log-prob), ``choice_norm_token``, ``choice_norm_char``; ``margin`` (with two options: first minus second, e.g.
     Yes − No; with more: best minus runner-up); with gold answers ``correct`` (and ``correct_norm_*``); for Yes/No
-    ``pred_yes`` and ``label``; ``n_tokens`` (prompt tokens) and ``rescored``. Fixed option sets name their columns
+    ``pred_yes`` and ``label``; ``option_mass`` (the options' total probability: their share of the next-token
+    distribution when each is one token); ``n_tokens`` (prompt tokens) and ``rescored``. Fixed option sets name their columns
     (``logp_yes``, ``logp_a``); per-row sets by position (``logp_0``, ``logp_1``, …).
     """
     import pandas as pd
@@ -352,8 +353,10 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
     raw = np.full((n, k_max), np.nan)
     ntok = np.full((n, k_max), np.nan)
     nbyte = np.full((n, k_max), np.nan)
+    mass = np.full(n, np.nan)  # the options' total probability; NaN where a log-prob is NaN or +inf
     for r, (lp, opts) in enumerate(zip(logps, per)):
         raw[r, : len(opts)] = lp
+        mass[r] = np.exp(lp).sum() if not (np.isnan(lp).any() or np.isposinf(lp).any()) else np.nan
         ntok[r, : len(opts)] = req.option_token_counts(r)
         nbyte[r, : len(opts)] = req.option_byte_counts(r)
     cols: dict = {}
@@ -376,6 +379,7 @@ def choice_frame(ids: Sequence, items, req: Requests, logps: Sequence[np.ndarray
         frame["correct"] = np.array([c == g for c, g in zip(choice, gold)])
         frame["correct_norm_token"] = np.array([c == g for c, g in zip(frame["choice_norm_token"], gold)])
         frame["correct_norm_char"] = np.array([c == g for c, g in zip(frame["choice_norm_char"], gold)])
+    frame["option_mass"] = mass
     frame["n_tokens"] = np.array([len(p) for p in req.prompt_ids], dtype="int64")
     frame["rescored"] = np.array(list(rescored), dtype=bool)
     return pd.DataFrame(frame)

@@ -261,6 +261,26 @@ def test_choice_frame_columns_normalised_scores_and_correctness(tiny_tokenizer, 
                            [np.array([-1.0, -2.0]), np.array([-3.0, -1.0, -2.0])], [False, True])
     assert {"logp_0", "logp_1", "logp_2"} <= set(per_row.columns) and np.isnan(per_row["logp_2"].iloc[0])
     assert per_row["margin"].iloc[1] == 1.0 and "correct" not in per_row
+    # the options' total probability, each row over its own options; NaN where a log-prob cannot be read
+    assert np.allclose(df["option_mass"], [np.exp(-2.0) + np.exp(-1.5), np.exp(-3.0) + np.exp(-4.0),
+                                           np.exp(-9.0) + np.exp(-5.0)])
+    assert np.allclose(per_row["option_mass"], [np.exp(-1.0) + np.exp(-2.0), np.exp([-3.0, -1.0, -2.0]).sum()])
+    odd = choice_frame(["a", "b"], ChoiceItems(("Yes", "No"), None), build_requests(tiny_tokenizer, texts[:2], "never"),
+                       [np.array([np.nan, -1.0]), np.array([-np.inf, -0.5])], [False, False])
+    assert np.isnan(odd["option_mass"].iloc[0]) and odd["option_mass"].iloc[1] == np.exp(-0.5)
+
+
+def test_option_mass_is_the_options_share_of_the_next_token_distribution(tiny_llama, tiny_tokenizer, texts):
+    """With one-token options the recorded mass is the options' share of the full next-token softmax."""
+    import torch
+
+    req = build_requests(tiny_tokenizer, texts[:4], "never")
+    lps = answer_logprobs(tiny_llama, req, batch_size=2)
+    df = choice_frame(list(range(4)), ChoiceItems(("Yes", "No"), None), req, list(lps), [False] * 4)
+    for i, ids in enumerate(req.prompt_ids):
+        with torch.inference_mode():
+            p = tiny_llama(input_ids=torch.tensor([ids])).logits[0, -1].float().softmax(-1)
+        assert abs(df["option_mass"].iloc[i] - float(p[[a[0] for a in req.option_ids[i]]].sum())) < 1e-5
 
 
 def test_option_names_and_answer_normalisation():

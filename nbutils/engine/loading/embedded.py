@@ -23,6 +23,8 @@ def embedded_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, str]:
     """Folder and file name of an embedded GGUF model, found without importing its package (for a ``chunked`` one,
     the package folder, where its parts are found by the package itself)."""
     entry = EMBEDDED[name]
+    if entry.parts:
+        return part_files(name)[0].parent, entry.filename
     spec = importlib.util.find_spec(entry.package)
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(f"model: {name!r} is an embedded model, but its package {entry.package} is not installed; "
@@ -57,6 +59,45 @@ def _chunked_sha256(name: str):
     return pkg, h.hexdigest()
 
 
+def part_files(name: str) -> list[Path]:
+    """The GGUF parts of an embedded model shipped as data-only wheels (``Embedded.parts``), in order: each
+    package's one ``data/*.bin``, found by its folder (the packages are never imported)."""
+    entry = EMBEDDED[name]
+    files = []
+    for package in entry.parts:
+        spec = importlib.util.find_spec(package)
+        found = sorted(Path(list(spec.submodule_search_locations)[0]).glob("data/*.bin")) if spec else []
+        if len(found) != 1:
+            raise ValueError(f"model: {name!r} is an embedded model, but its part package {package} is "
+                             f"{'not installed' if spec is None else 'not one data file'}; run {entry.install}")
+        files.append(found[0])
+    return files
+
+
+def _parts_sha256(name: str, files: list[Path]) -> str:
+    """The sha256 of the parts joined in order, checked against the one pinned in ``EMBEDDED``."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in files:
+        with open(part, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    if h.hexdigest() != EMBEDDED[name].sha256:
+        raise ValueError(f"model: {name!r}: its installed parts joined in order have sha256 {h.hexdigest()}, not "
+                         f"the pinned {EMBEDDED[name].sha256}; reinstall with {EMBEDDED[name].install}")
+    return h.hexdigest()
+
+
+def _join(files: list[Path], target: Path) -> None:
+    """Write the parts one after the other into ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as out:
+        for part in files:
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 24)
+
+
 def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Module, object, dict]:
     """Load the embedded GGUF model, dequantizing once into a float32 safetensors cache (``load_kwargs``, such as a
     bitsandbytes config, apply to the load from that cache)."""
@@ -65,7 +106,11 @@ def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Modul
     from ...artifacts import sha256_file
 
     entry = EMBEDDED[name]
-    if entry.chunked:
+    if entry.parts:
+        files = part_files(name)
+        digest = _parts_sha256(name, files)
+        folder, filename = None, entry.filename
+    elif entry.chunked:
         pkg, digest = _chunked_sha256(name)
         folder, filename = None, entry.filename
     else:
@@ -75,12 +120,15 @@ def load_embedded(name: str, torch_dtype, **load_kwargs) -> tuple[torch.nn.Modul
     meta = {"model_file": filename, "model_file_sha256": digest, "revision": f"gguf-sha256:{digest}"}
     if not (cached / "config.json").exists():
         print(f"nbutils: de-quantizing GGUF {filename} once into {cached}", file=sys.stderr, flush=True)
-        if not entry.chunked:
+        if not (entry.chunked or entry.parts):
             _dequantize(folder, filename, cached)
         else:  # joined from its parts next to the cache, removed once the float32 copy is written
             folder = cached.with_name(cached.name + f".gguf{os.getpid()}")
             try:
-                pkg.assemble(folder / filename, overwrite=True)
+                if entry.parts:
+                    _join(files, folder / filename)
+                else:
+                    pkg.assemble(folder / filename, overwrite=True)
                 _dequantize(folder, filename, cached)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from ... import analysis_run, artifacts, models_table, paths, precision
-from ..common import model_comparison, quantifier_stats, rules, verdicts
+from ..common import model_comparison, option_mass, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats, twin_summary, twins
 from .params import MonotonicityParams
 from .scores import load_scores
@@ -67,6 +67,10 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
+    mass = option_mass.table(scores)  # how much probability Yes and No hold, per condition
+    if len(mass):  # score files that record it
+        a.tables["option_mass"] = mass
+        option_mass.add_blocks(a.summary["models"], mass)
     twin_summary.summary_blocks(a.summary["models"], a.tables["twins"])  # what the twin prompts show, per model
     twin_summary.design_blocks(a.summary["models"], scores)  # without twins: what they would have shown at this size
     prediction.model_blocks(a.summary["models"], a.tables["prediction"])  # with variants: each model's intervals

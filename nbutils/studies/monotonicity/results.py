@@ -6,6 +6,7 @@ from ...headline import fit_caveats, power_sentence
 from ...readings import reading
 from ...records import model_block
 from ...results import ALPHA, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from ..common import option_mass
 from . import prediction, robustness
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "the concept stated"}
@@ -78,6 +79,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
         caveats.append(power_sentence(min(sizes) // 2, min(sizes) // 2, "upward", "downward", alpha,
                                       clusters="threshold" if isinstance(k, int) and k > 1 else ""))
     lines += learned  # what was learned instead, from the rule analysis
+    lines += [f"{line}." for line in option_mass.sentences(summary, CONDITION_NAMES, "Yes and No")]
     lines += comparison_lines(recs, records, alpha)
     lines += [f"{line}." for line in d.get("not_compared") or []]
     lines += robustness.sentences(summary, alpha)  # does the gap survive how the question is asked (prompt variants)?
