@@ -2,7 +2,7 @@
 its default (each spelled once, here), its check (each once, ``validate``), the score file's name, and the one rule
 for "is this the same scoring?" (``identity``).
 
-The engine's ``engine.settings.ScoreSettings`` is this record with what the host decides (``resolve``) and what
+The engine's ``engine.settings.EngineSettings`` is this record with what the host decides (``resolve``) and what
 follows from it; the sweep, the cluster and the run store read this one, so they need no torch.
 
 ``identity(settings, spec, dataset_sha256, loaded)`` gives the value of every identity key (``IDENTITY_KEYS``) of a

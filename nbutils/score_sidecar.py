@@ -74,7 +74,7 @@ class ScoreSidecar(Mapping):
     Unset fields are left out of the file (an adapter's fields without an adapter, the calibration without one)."""
 
     identity: ScoreIdentity
-    # the settings as asked for and as this host decided them (``engine.settings.ScoreSettings.sidecar``)
+    # the settings as asked for and as this host decided them (``engine.settings.EngineSettings.sidecar``)
     device: str = _f("str", False, "the device scored on")
     dtype_requested: str = _f("str", False)
     dtype_reason: str = _f("str", doc="why this dtype")
