@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = {"accuracy_by_threshold.png": "outputs/samples/monotonicity",
+FIGURES = {"qwen_accuracy_by_threshold.png": "outputs/samples/qwen",
+           "accuracy_by_threshold.png": "outputs/samples/monotonicity",
            "control_accuracy_by_threshold.png": "outputs/samples/control"}  # docs/img/<name> ← the sample it shows
 RECORD = "figures.json"
 TOLERANCE = 0.001  # share of pixels two renderings may differ in (by more than a tenth of full scale: anti-aliasing

@@ -243,3 +243,23 @@ def test_no_shipped_sample_file_carries_a_machine_path():
         side = json.loads(sidecar.read_text())  # every sample is scored by an embedded model, from its GGUF
         assert side["source_precision"] == source_precision(side["model_file"]), sidecar
         assert side["source_precision"].endswith(", dequantized to float32") and "file" not in side["source_precision"]
+
+
+def test_the_qwen_sample_is_its_study_dataset_scored_whole_as_plain_text():
+    """The real-model sample: the dataset of params/monotonicity/datasets/qwen.yaml generated now, byte for byte, and
+    one complete score file of it by the embedded Qwen2.5-Coder-0.5B-Instruct, its pinned GGUF, the prompt as plain
+    text, on the CPU's fast path with close calls re-scored in float32; 400 prompts per condition at five thresholds."""
+    from nbutils.score_settings import EMBEDDED, QWEN05_MODEL
+
+    sample = SAMPLES / "qwen"
+    params = yaml.safe_load((ROOT / "params" / "monotonicity" / "datasets" / "qwen.yaml").read_text())
+    assert artifacts.read_json(paths.sidecar(sample / "prompts.parquet"))["parameters"] == params
+    pd.testing.assert_frame_equal(pd.read_parquet(sample / "prompts.parquet"), generate_prompts(**params))
+    side = artifacts.read_json(paths.sidecar(paths.score_file(sample, QWEN05_MODEL)))
+    assert side["complete"] and side["limit"] is None and side["n_rows"] == 800 and side["device"] == "cpu"
+    assert side["dataset_sha256"] == artifacts.sha256_file(sample / "prompts.parquet")
+    assert side["model_file_sha256"] == EMBEDDED[QWEN05_MODEL].sha256 and side["used_chat_template"] is False
+    assert side["dtype"] == "bfloat16" and side["rescore_margin_used"] > 0 and len(side["rescored_ids"]) >= 8
+    scores = runstore.load_scores(sample, SPEC)
+    assert scores.groupby("condition").size().to_dict() == {"concept_learning": 400, "explicit": 400}
+    assert scores["threshold"].nunique() == 5 and scores["option_mass"].min() > 0.9

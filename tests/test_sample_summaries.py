@@ -28,9 +28,10 @@ SAMPLES = ROOT / "outputs" / "samples"
 SCHEMA = json.loads((ROOT / "nbutils" / "schemas" / "summary.schema.json").read_text())
 # each sample analysed as its notebook would, with fewer resamples and without R: the layout, not the numbers, is tested
 CHEAP = {"monotonicity": {"n_boot": 100, "use_r": False}, "control": {"n_boot": 100, "use_r": False},
+         "qwen": {"n_boot": 100, "use_r": False},
          "robustness": {"n_boot": 100, "use_r": False},
          "negation": {"use_r": False}, "personas": {"n_resamples": 99}, "custom": {"n_boot": 100, "use_r": False}}
-ANALYSIS = {"monotonicity": monotonicity, "control": monotonicity, "robustness": monotonicity, "negation": negation, "personas": personas,
+ANALYSIS = {"monotonicity": monotonicity, "control": monotonicity, "qwen": monotonicity, "robustness": monotonicity, "negation": negation, "personas": personas,
             "custom": custom}
 OLDER = "made by an older version of the suite"
 
@@ -180,8 +181,7 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
          "{} of {} ({}%, {}–{}%)", up, half, 100 * up / half, 100 * ul, 100 * uh, down, half, 100 * down / half,
          100 * dl, 100 * dh, where=where)
     short = text("README.md")
-    says(short, 'answers "more than p" right in {}% of prompts and "less than p" in {}%, hidden or stated alike',
-         100 * up / half, 100 * down / half, where="README.md")
+    qwen_readmes(analysed, readme, short)
     control = json.loads(paths.summary_path(analysed("control")).read_text())
     base, planted = sorted(control["models"], key=len)
     hb, hbs = _headline(control, base, "concept_learning"), _headline(control, base, "explicit")
@@ -223,3 +223,33 @@ def test_the_readmes_quote_the_samples_analyses(analysed):
          "stated there is no evidence that the two gaps differ (p = {})", *np.exp([gee["estimate"], gee["ci_low"], gee["ci_high"]]),
          comparison["explicit"]["p"], where="outputs/samples/control/README.md")
     assert gee["p"] < 0.001 and f"the gap of {planted} exceeds {base}'s" in sample_readme.replace("\n", " ")
+
+
+def qwen_readmes(analysed, full: str, short: str) -> None:
+    """The Qwen sample's figure: its caption in README.md and docs/getting-started.md and its README quote the floor,
+    the accuracies and the Mantel–Haenszel test of its analysis; the concept-learning gap is read as no evidence."""
+    qwen = json.loads(paths.summary_path(analysed("qwen")).read_text())
+    model = "Qwen2.5-Coder-0.5B-Instruct"
+    per = qwen["models"][model]["conditions"]
+    cl, st = per["concept_learning"], per["explicit"]
+    h = _headline(qwen, model, "concept_learning")
+    fl = h["floor"]
+    assert h["reading"] == "no_evidence" and fl["above"] and cl["option_mass"]["mean"] > 0.99
+    cmh = next(r for r in qwen["records"] if r["test"] == "cmh" and r["condition"] == "concept_learning")
+    mh = [*np.exp([cmh["estimate"], cmh["ci_low"], cmh["ci_high"]]), cmh["p"]]
+    says(short, "is just above the task floor ({}% correct) and answers \"more than p\" right in {}% of prompts and "
+         "\"less than p\" in {}%: no evidence of the papers' upward gap", 100 * fl["accuracy"], 100 * cl["acc_up"],
+         100 * cl["acc_down"], where="README.md")
+    says(full, "{} of {} answers right ({}%, 95% CI [{}%, {}%]). \"More than p\" is answered right in {}% and \"less "
+         "than p\" in {}% (Mantel–Haenszel OR = {}, 95% CI [{}, {}], CMH p = {}): no evidence of the papers' upward "
+         "gap, if anything the other way; with the concept stated, {}% vs {}%", fl["accuracy"] * fl["n"], fl["n"],
+         100 * fl["accuracy"], 100 * fl["ci_low"], 100 * fl["ci_high"], 100 * cl["acc_up"], 100 * cl["acc_down"], *mh,
+         100 * st["acc_up"], 100 * st["acc_down"], where="docs/getting-started.md")
+    sample = text("outputs/samples/qwen/README.md")
+    says(sample, "(54.8% correct, 95% CI [{}%, {}%]) and shows no evidence of the papers' upward gap: \"more than p\" is "
+         "answered right in {}% of prompts and \"less than p\" in {}% (Mantel–Haenszel OR = {}, 95% CI [{}, {}], CMH "
+         "p = {}), if anything the other way. With the concept stated the downward concepts are answered better too "
+         "({}% vs {}%)", 100 * fl["ci_low"], 100 * fl["ci_high"], 100 * cl["acc_up"], 100 * cl["acc_down"], *mh,
+         100 * st["acc_up"], 100 * st["acc_down"], where="outputs/samples/qwen/README.md")
+    says(sample, "just above the task floor under concept learning ({}% correct", 100 * fl["accuracy"],
+         where="outputs/samples/qwen/README.md")
