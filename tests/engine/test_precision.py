@@ -251,7 +251,7 @@ def _gpu_host(free_gib: float = 80) -> host_module.Host:
 
 
 def test_quantization_auto_on_a_mocked_gpu_says_the_estimate_and_warns_for_8bit(capsys):
-    hub = score_settings.ScoreSettings(model="org/big-model")
+    hub = score_settings.EngineSettings(model="org/big-model")
     s = hub.resolve(_gpu_host(), n_params=lambda: 32_000_000_000)
     assert s.resolved.quantization == "none" and s.resolved.dtype == "bfloat16" and not s.resolved.warnings
     assert "quantization auto: none (bfloat16)" in s.resolved.quantization_reason

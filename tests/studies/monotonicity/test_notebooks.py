@@ -276,7 +276,10 @@ def test_pooled_gap_and_accuracy_equal_the_recorded_ones(swept):
     summary = json.loads((run / "summary.json").read_text())["models"][MODEL]
     now, before = dict(_summary_leaves(summary["conditions"])), dict(_summary_leaves(RECORDED["summary"]["conditions"]))
     verdict = {k: v for k, v in now.items() if k[1] in VERDICT_KEYS}  # what a verdict means: tests/test_verdicts.py
-    now = {k: v for k, v in now.items() if k[1] not in VERDICT_KEYS + EVIDENCE_KEYS}
+    mass = {k: v for k, v in now.items() if k[1] == "option_mass"}  # recorded since: the options' probability
+    now = {k: v for k, v in now.items() if k[1] not in VERDICT_KEYS + EVIDENCE_KEYS + ("option_mass",)}
+    assert {k[2] for k in mass} == {"n", "mean", "median", "share_below_half"}
+    assert all(0 <= v <= 1 for k, v in mass.items() if k[2] != "n") and {v for k, v in mass.items() if k[2] == "n"}
     assert {k[1] for k in verdict} == set(VERDICT_KEYS) - {"constant"} or {k[1] for k in verdict} == set(VERDICT_KEYS)
     assert set(now) == set(before)
     _assert_same(now, before, "summary.json conditions")
