@@ -35,20 +35,27 @@ def embedded_gguf(name: str = DEFAULT_MODEL) -> tuple[Path, str]:
     return folder, entry.filename
 
 
+def _joined_sha256(files):
+    """The sha256 of ``files`` read one after the other: the file they make when joined in order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in files:
+        with open(part, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h
+
+
 def _chunked_sha256(name: str):
     """(the package, the sha256 of its GGUF) for a ``chunked`` embedded model: its parts hashed in order, which is
     the assembled file's sha256, checked against the one the package records (a part missing or changed is an error)."""
-    import hashlib
     import importlib
 
     embedded_gguf(name)  # a clear error when the package is missing
     pkg = importlib.import_module(EMBEDDED[name].package)
-    h = hashlib.sha256()
     try:
-        for part in pkg.chunk_paths():
-            with open(part, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
+        h = _joined_sha256(pkg.chunk_paths())
     except (ImportError, OSError) as err:
         raise ValueError(f"model: {name!r}: a part of its GGUF is missing ({type(err).__name__}: {err}); "
                          f"reinstall with {EMBEDDED[name].install}") from None
@@ -76,13 +83,7 @@ def part_files(name: str) -> list[Path]:
 
 def _parts_sha256(name: str, files: list[Path]) -> str:
     """The sha256 of the parts joined in order, checked against the one pinned in ``EMBEDDED``."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for part in files:
-        with open(part, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+    h = _joined_sha256(files)
     if h.hexdigest() != EMBEDDED[name].sha256:
         raise ValueError(f"model: {name!r}: its installed parts joined in order have sha256 {h.hexdigest()}, not "
                          f"the pinned {EMBEDDED[name].sha256}; reinstall with {EMBEDDED[name].install}")
