@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
-from nbutils.rbridge import r_available, r_versions
+from nbutils.stats import r_available, r_versions
 from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.monotonicity import stats
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
-from nbutils.firth import mean_over_strata
+from nbutils.stats import mean_over_strata
 from nbutils.studies.common import model_comparison
 from nbutils.studies.common.quantifier_stats import threshold_units
 

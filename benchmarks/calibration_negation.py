@@ -30,7 +30,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nbutils.rbridge import r_available, r_versions  # noqa: E402
+from nbutils.stats import r_available, r_versions  # noqa: E402
 from nbutils.studies.negation import stats as nstats  # noqa: E402
 
 SCENARIOS = {  # fixed effects (context, form, interaction) and random-slope SD by root

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
-from nbutils.rbridge import r_available, r_versions
+from nbutils.stats import r_available, r_versions
 from nbutils.studies.monotonicity import robustness
 
 ROOT = Path(__file__).resolve().parents[1]

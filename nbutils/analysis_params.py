@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .checks import KIND_WORDS, int_words, is_int, must_be
-
-N_BOOT = 2000  # bootstrap resamples, wherever a study draws them
-ALPHA = 0.05  # the level a test is read at (the results in words, the cue profile's familywise level)
+from .stats import N_BOOT
 
 
 def n_boot_field():

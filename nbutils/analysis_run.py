@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import artifacts, labels, paths, precision, runlock
+from . import artifacts, labels, paths, runlock
+from .stats import compare_precisions
 from .analysis_params import AnalysisParams
 from .run_handle import Run
 from .runstore import excluded_notes, split_precisions
@@ -201,7 +202,7 @@ def run(run_dir, steps: Steps, params: AnalysisParams) -> Analysis:
     a = steps.compute(scores, run_dir, params)
     if variants is not None:  # a model scored at several precisions: did the lower ones change its result?
         head = None if steps.headline is None else (lambda d: steps.headline(d, params))
-        a.tables["precision"], recs = precision.compare(variants, steps.id_column, headline=head)
+        a.tables["precision"], recs = compare_precisions(variants, steps.id_column, headline=head)
         a.summary.setdefault("records", []).extend(recs)
         if steps.headline is None:
             precision_notes.append(f"precision sensitivity: {steps.no_headline}")

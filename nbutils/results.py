@@ -23,7 +23,7 @@ import math
 import re
 from typing import Callable, Iterable
 
-from .analysis_params import ALPHA  # noqa: F401 - the level a test is read at, for callers
+from .stats import ALPHA  # noqa: F401 - the level a test is read at, for callers
 from .method_names import METHOD_PREFIXES, METHODS, SHORT_METHODS, SHORT_PREFIXES  # noqa: F401 - for callers
 from .records import Summary, as_record
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, labels, paths, precision, score_sidecar
+from . import artifacts, labels, paths, score_sidecar
+from .stats import precision_label, precision_rank
 from .score_settings import derived_label
 from .run_dataset import read_dataset, select_limit
 from .run_handle import Run
@@ -73,7 +74,7 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
                      "limit": meta.get("limit"), "n_done": meta.get("n_done"), "n_planned": meta.get("n_planned"),
                      "model_id": meta.get("model"), "adapter": meta.get("adapter"),
                      "adapter_scale": paths.scale_of(meta.get("adapter_scale")),
-                     "precision": precision.precision_label(meta),
+                     "precision": precision_label(meta),
                      "limit_seed": meta.get("limit_seed", 0), "why": why})
     return pd.DataFrame(rows, columns=["file", "model", "label", "label_given", "status", "limit", "n_done", "n_planned",
                                        "model_id", "adapter", "adapter_scale", "precision", "limit_seed", "why"])
@@ -293,7 +294,7 @@ def split_precisions(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame |
     by_model: dict[str, list[str]] = {}
     for stem, v in info.items():
         by_model.setdefault(v["model"], []).append(stem)
-    several = {m: sorted(stems, key=lambda t: (precision.rank(info[t]["precision"]), t)) for m, stems in by_model.items()
+    several = {m: sorted(stems, key=lambda t: (precision_rank(info[t]["precision"]), t)) for m, stems in by_model.items()
                if len(stems) > 1}
     if not several:
         return scores, None, []

@@ -8,7 +8,8 @@ from scipy import stats as sps
 from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from nbutils import paths, precision, runstore
+from nbutils import paths, runstore
+from nbutils.stats import _precision as precision
 
 
 def _frame(seed=0, n=60):

@@ -24,12 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ... import analysis_run, artifacts, labels, paths, runlock, runstore
-from ...analysis_params import ALPHA
-from ...stats import record
+from ...stats import ALPHA, record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
-from . import features as feats
-from . import plots, results, stats
+from . import features as feats, plots, results, stats
 from .params import CueParams
 
 CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue_used")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...analysis_params import ALPHA, AnalysisParams
+from ...analysis_params import AnalysisParams
+from ...stats import ALPHA
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from scipy import stats as sps
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from ... import stats as shared
-from ...analysis_params import ALPHA
+from ...stats import ALPHA
 from .params import CueParams
 
 SPLITS = ("train", "test")

@@ -26,8 +26,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
 from ... import paths, score_sidecar
-from ...firth import mean_over_strata
-from ...stats import claim, fallback_headlines, fit_problems, holm, record
+from ...stats import claim, fallback_headlines, fit_problems, holm, mean_over_strata, record
 from .quantifier_mixed_models import separated_cells
 from .quantifier_stats import threshold_units
 
@@ -139,7 +138,7 @@ def separated(d: pd.DataFrame) -> list[str]:
 
 def glmm(units: pd.DataFrame) -> pd.DataFrame:
     """The GLMM of every unit (a comparison × condition) in one Rscript; empty without R and lme4."""
-    from ...rbridge import RError, r_available, run_r
+    from ...stats import RError, r_available, run_r
 
     if units.empty or not r_available("lme4"):
         return pd.DataFrame()
@@ -249,7 +248,7 @@ def compare(df: pd.DataFrame, order: list[str] | None = None, use_r: bool = True
     separated, ``mcnemar_models`` and ``mcnemar_midp_models``): ``first`` (the model compared), ``second`` (the
     reference), the estimate (first's gap minus second's; McNemar: first's accuracy minus second's; ``what`` says which),
     CI, p, ``p_holm`` (over the comparisons of one condition and test), ``valid``, note."""
-    from ...rbridge import r_available
+    from ...stats import r_available
 
     use_r = use_r and r_available("lme4")
     rows, units = prepare(df, order, use_r)

@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...firth import mean_over_strata as firth_mean_gap
-from ...stats import fit_problems
+from ...stats import fit_problems, mean_over_strata as firth_mean_gap
 from .quantifier_stats import threshold_units
 
 
@@ -233,7 +232,7 @@ def run_glmm(data: pd.DataFrame, seed: int = 0, random: list[str] | None = None)
     ``random`` restricts the random terms tried (names among "threshold", "slope", "noun", "pair" and, for prompt
     variants, "template", "phrase", "answer_words" with their "<axis>_slope"; default: every one the data identify). Returns (info per unit, terms per unit × term key). Raises rbridge.RError when R fails.
     """
-    from ...rbridge import run_r
+    from ...stats import run_r
 
     config = pd.DataFrame({"random": [",".join(random) if random else "auto"]})
     out = run_r(glmm_script(), {"glmm": data, "config": config}, seed=seed)
@@ -250,7 +249,7 @@ def glmm_model(df: pd.DataFrame) -> pd.DataFrame:
     refitted, each drop reported in ``note``; a fit that stays singular or does not converge (after lme4's
     restart from its own estimates) is kept but marked ``valid=False``. Empty when R with lme4 is not installed.
     """
-    from ...rbridge import RError, r_available
+    from ...stats import RError, r_available
 
     if not r_available("lme4"):
         return pd.DataFrame()

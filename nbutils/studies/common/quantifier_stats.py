@@ -13,8 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import StratifiedTable
 
-from ...analysis_params import N_BOOT
-from ...stats import holm, sign_flip_test, t_interval, wilson
+from ...stats import N_BOOT, holm, sign_flip_test, t_interval, wilson
 
 CONCEPT_KEYS = ["family", "quantifier", "threshold", "monotonicity"]
 

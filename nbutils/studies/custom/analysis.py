@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, paths, precision
+from ... import analysis_run, artifacts, paths
+from ...stats import N_BOOT, precision_margin_figure
 from ...headline import generic_text
 from ...results import plural
-from ...analysis_params import N_BOOT
 from ...runstore import load_scores
 from .. import get
-from ..common import claims, model_comparison
-from ..common import quantifier_mixed_models as qmixed
-from ..common import quantifier_stats as qstats
+from ..common import claims, model_comparison, quantifier_mixed_models as qmixed, quantifier_stats as qstats
 from ..common.quantifiers import parse_concept
 from . import models as model_tests, plots, stats
 from .params import CustomParams
@@ -158,7 +156,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "choice_distribution": plots.choice_distribution(a.tables["choice_distribution"]),
             "margin_by_answer": plots.margin_by_answer(a.scores)}
     if variants is not None:
-        figs["precision_margins"] = precision.margin_figure(variants, "row_id")
+        figs["precision_margins"] = precision_margin_figure(variants, "row_id")
     return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 

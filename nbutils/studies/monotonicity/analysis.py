@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, models_table, paths, precision
+from ... import analysis_run, artifacts, models_table, paths
+from ...stats import precision_margin_figure
 from ..common import model_comparison, option_mass, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats, twin_summary, twins
 from .params import MonotonicityParams
@@ -133,7 +134,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     scored at several precisions) the margin-vs-margin figure of the precision sensitivity section too."""
     figs = {"accuracy_by_threshold": plots.accuracy_grid(a.tables["accuracy"])}
     if variants is not None:
-        figs["precision_margins"] = precision.margin_figure(variants, "prompt_id")
+        figs["precision_margins"] = precision_margin_figure(variants, "prompt_id")
     if not a.tables["gap_pooled"].empty:
         figs["gap_forest"] = plots.gap_forest(a.tables["gap_pooled"])
     if not a.tables.get("model_comparison", pd.DataFrame()).empty:

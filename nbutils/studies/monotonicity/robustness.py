@@ -141,7 +141,7 @@ def glmm_lrt(units: dict[str, tuple[pd.DataFrame, str]], seed: int = 0) -> dict[
     """Likelihood-ratio tests of upward × variant (χ², V−1 df) in a binomial GLMM (threshold intercepts and gaps
     fixed, noun random; a plain logistic model when the noun's variance is estimated at 0), one ``Rscript`` for every unit
     (``{unit: (frame, axis)}``). Empty when R with lme4 is not installed; a failed R run is reported per unit."""
-    from ...rbridge import RError, r_available, run_r
+    from ...stats import RError, r_available, run_r
 
     if not units or not r_available("lme4"):
         return {}

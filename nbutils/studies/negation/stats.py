@@ -90,7 +90,7 @@ def fit_r(data: pd.DataFrame, covariate: bool = False, random: str = "auto", see
     (the one the Python path can fit; for cross-checks). Returns (info per unit, coefficients per unit × coding ×
     term with estimate, se, Satterthwaite df, t, p and 95% CI). Raises rbridge.RError when R fails.
     """
-    from ...rbridge import run_r
+    from ...stats import run_r
 
     if random not in ("auto", "uncorrelated"):
         raise ValueError(f"random: expected 'auto' or 'uncorrelated', got {random!r}")
@@ -176,7 +176,7 @@ def fit_python(d: pd.DataFrame, covariate: bool = False, ladder: bool = True) ->
 
 def use_r_default() -> bool:
     """True when lme4 and lmerTest load (the headline path)."""
-    from ...rbridge import r_available
+    from ...stats import r_available
 
     return r_available("lme4", "lmerTest")
 
@@ -189,7 +189,7 @@ def fit_lmm(df: pd.DataFrame, outcome: str = "ppl", covariate: bool = False, use
     info: one row per unit with the path, the random structure used, the simplification steps and validity).
     """
     use_r = use_r_default() if use_r is None else use_r
-    from ...rbridge import RError
+    from ...stats import RError
 
     d = design(df, outcome, covariate, unit=unit)
     r_failed = ""

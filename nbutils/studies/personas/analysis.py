@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, precision, studies
+from ... import analysis_run, studies
+from ...stats import precision_margin_figure
 from ...headline import generic_text
 from ...results import plural
 from ...runstore import load_scores
@@ -70,7 +71,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "persona_bias": plots.persona_bias(a.tables["dif"]),
             "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
     if variants is not None:
-        figs["precision_margins"] = precision.margin_figure(variants, studies.get("personas").spec.id_column)
+        figs["precision_margins"] = precision_margin_figure(variants, studies.get("personas").spec.id_column)
     return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 

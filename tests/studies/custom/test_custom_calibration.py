@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import rbridge
+from nbutils.stats import _rbridge as rbridge
 from nbutils.studies.custom import stats
 
 ALPHA = 0.05

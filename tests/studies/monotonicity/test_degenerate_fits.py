@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from nbutils.rbridge import r_available
+from nbutils.stats import r_available
 from nbutils.results import reason
 from nbutils.stats import fallback_headlines, fit_problems
 from nbutils.studies.monotonicity import stats

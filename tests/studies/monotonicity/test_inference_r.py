@@ -10,11 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import optimize, special
-from scipy import stats as sps
+from scipy import optimize, special, stats as sps
 from statsmodels.tools.numdiff import approx_hess3
 
-from nbutils.rbridge import r_available, run_r
+from nbutils.stats import r_available, run_r
 from nbutils.studies.common import quantifier_mixed_models as qmixed
 from nbutils.studies.monotonicity import stats
 

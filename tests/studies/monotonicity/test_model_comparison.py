@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from nbutils import headline, paths, report, results
-from nbutils.rbridge import r_available
+from nbutils.stats import r_available
 from nbutils.stats import holm
 from nbutils.studies.common import model_comparison as mc
 from nbutils.studies.monotonicity import analysis

@@ -15,10 +15,9 @@ import pytest
 import yaml
 from pathlib import Path
 
-from nbutils import artifacts, score_sidecar
+from nbutils import artifacts, score_sidecar, studies
 from nbutils.paths import repo_root
-from nbutils.rbridge import r_available
-from nbutils import studies
+from nbutils.stats import r_available
 from nbutils.studies.monotonicity.dataset import generate_prompts
 from nbutils.sweep import execute, run_sweep
 from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
@@ -421,7 +420,7 @@ def test_quantized_precisions_are_scored_beside_float32_and_compared(swept, tmp_
     emulates at about 8 s a prompt (its CPU run and sidecar are tested on a tiny model in test_quantized_cpu.py)."""
     import shutil
 
-    from nbutils import precision
+    from nbutils.stats import _precision as precision
 
     src, _ = swept
     run = tmp_path / "run"

@@ -13,9 +13,8 @@ import pytest
 
 from nbutils import results
 
-from nbutils.rbridge import r_available
-from nbutils.studies.common import quantifier_mixed_models as qmixed
-from nbutils.studies.common import rules, variants
+from nbutils.stats import r_available
+from nbutils.studies.common import quantifier_mixed_models as qmixed, rules, variants
 from nbutils.studies.monotonicity import analysis, dataset, robustness
 from nbutils.studies.monotonicity.dataset import COLUMNS, generate_prompts
 from notebook_checks import assert_figure

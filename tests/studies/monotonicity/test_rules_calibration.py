@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from nbutils import rbridge
+from nbutils.stats import _rbridge as rbridge
 from nbutils.studies.common import rules
 from nbutils.studies.monotonicity.dataset import generate_prompts
 

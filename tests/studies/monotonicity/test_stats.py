@@ -8,8 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from nbutils.stats import RECORD_KEYS, holm, sign_flip_test
-from nbutils.studies.common import quantifier_mixed_models as qmixed
-from nbutils.studies.common import quantifier_stats as qstats
+from nbutils.studies.common import quantifier_mixed_models as qmixed, quantifier_stats as qstats
 from nbutils.studies.monotonicity import analysis, stats
 from nbutils.studies.monotonicity.dataset import generate_prompts
 

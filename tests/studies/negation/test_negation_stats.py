@@ -134,7 +134,7 @@ def test_a_failing_r_falls_back_to_python_and_says_so(monkeypatch):
 def test_the_same_r_fit_gives_the_same_digits_in_every_process():
     # R's vectorised sums depend on where an array starts in memory: with address-space randomisation on, the same
     # fit on the same data gave two sets of last digits in six processes (Satterthwaite df near the 5th digit)
-    from nbutils import rbridge
+    from nbutils.stats import _rbridge as rbridge
 
     if shutil.which("setarch"):
         assert rbridge.fixed_layout(), "setarch is here: R must run with a fixed memory layout"

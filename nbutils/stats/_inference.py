@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
-from .analysis_params import ALPHA
-from .records import RECORD_KEYS, Record  # noqa: F401 (the standard keys of every record)
+from ._levels import ALPHA
+from ..records import RECORD_KEYS, Record  # noqa: F401 (the standard keys of every record)
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:

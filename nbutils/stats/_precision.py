@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .stats import claim, record, wilson
+from ._inference import claim, record, wilson
 
 ORDER = ("float32", "bfloat16", "float16", "8bit", "4bit")  # most exact first
 CLOSE_CALL = 0.5  # nats: a reference decision this close is a close call

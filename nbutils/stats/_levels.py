@@ -1,0 +1,5 @@
+"""The levels every analysis reads its tests at, spelled once: α and the bootstrap's default number of resamples."""
+from __future__ import annotations
+
+N_BOOT = 2000  # bootstrap resamples, wherever a study draws them
+ALPHA = 0.05  # the level a test is read at (the results in words, the cue profile's familywise level)
