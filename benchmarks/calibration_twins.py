@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from nbutils import artifacts
-from nbutils.readings import twin_evidence
+from nbutils.results._readings import twin_evidence
 from nbutils.studies.common import verdicts
 from nbutils.studies.monotonicity import dataset, twin_summary, twins
 

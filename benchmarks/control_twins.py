@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from nbutils import artifacts, paths
-from nbutils.readings import reading
+from nbutils.results import reading
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -48,7 +48,7 @@ def _headline_after_analysis(notebook: str, output: str | None, params: dict) ->
     written as a sweep writes it, then the results' headline lines and where the report is."""
     from . import paths, studies
     from .report import headline, write_report
-    from .results_table import opening, run_table_lines
+    from .results import opening, run_table_lines
 
     analyses = {s.notebooks["analyze"]: s.name for s in (*studies.REGISTRY.values(), *studies.ACROSS_RUNS.values())}
     nb, run_dir = paths.resolve(notebook).as_posix(), params.get("run_dir")

@@ -108,7 +108,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         a.text = labels.markdown_text(a.text, names)
         files.append(artifacts.write_text(a.text, run.results_path))
     if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
-        from .headline import entries
+        from .results import entries
 
         a.summary["headline"] = artifacts.json_clean(entries(a.summary))
         a.summary["analysed"] = artifacts.now_utc()  # a report refuses an executed notebook older than this

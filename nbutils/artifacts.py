@@ -176,9 +176,9 @@ def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: 
     safe = spreadsheet_safe(df)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: safe.to_csv(p, index=index))]
     if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.latex)
-        from .latex import table
+        from .results import latex_table
 
-        tex = table(df, float_format=float_format, index=index, **(latex if isinstance(latex, dict) else {}))
+        tex = latex_table(df, float_format=float_format, index=index, **(latex if isinstance(latex, dict) else {}))
         paths.append(atomic_write(stem.with_suffix(".tex"), lambda p: p.write_text(tex)))
     return paths
 

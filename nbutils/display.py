@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from .paths import resolve, summary_path
-from .results import is_finite, fmt_num, fmt_p, fmt_ratio, reason
+from .results import fmt_num, fmt_p_cell, fmt_ratio, is_finite, reason
 
 _P = re.compile(r"^(p|p_.*|.*_p|pvalue)$")
 # the numbers of an inferential record: blank when it is not estimable
@@ -44,17 +44,6 @@ _PROPORTION = re.compile(r"^(accuracy|acc_.*|.*_accuracy|accuracy_.*|share_.*|.*
 _POINTS = re.compile(r"^(gap|diff|delta_acc|acc_diff|accuracy_change)$")
 _OWN_CI = re.compile(r"^(?P<base>.+)_ci_(low|high)$")
 _RATIO = re.compile(r"^(odds_ratio|or_mh|(or|or_mh|odds_ratio)_ci_(low|high))$")  # odds ratios: never 0.000
-
-
-def fmt_p_cell(p) -> str:
-    """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing;
-    a value that is not a probability says so instead of passing for one."""
-    if not is_finite(p):
-        return ""
-    try:
-        return fmt_p(p)[2:].removeprefix("= ")
-    except ValueError:
-        return f"not a p ({p!r})"
 
 
 def unit_of(column: str, columns) -> str:

@@ -76,9 +76,9 @@ def latex_unset(label: str) -> list[str]:
     code points, ``[U+4E2D]``): ``["Arabic", "CJK"]``; empty when it can set every one."""
     import unicodedata
 
-    from .latex import escape
+    from .results import latex_escape
 
-    names = [unicodedata.name(ch, "") for ch in dict.fromkeys(str(label)) if "[U+" in escape(ch)]
+    names = [unicodedata.name(ch, "") for ch in dict.fromkeys(str(label)) if "[U+" in latex_escape(ch)]
     scripts = {(n.split(" ")[0] if n else "unnamed") for n in names}
     return sorted(w if w in ("CJK", "unnamed") else w.title() for w in scripts)
 

@@ -13,9 +13,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, score_sidecar, studies
-from .notebooks import Progress as _Progress
-from .notebooks import check_parameters, error_line, execute, load_yaml, notebook_parameters
+from . import (artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, score_sidecar,
+               studies)
+from .notebooks import Progress as _Progress, check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
 from .run_handle import Run
 
@@ -40,7 +40,7 @@ class SweepReport:
         out = []
         if self.analyzed:
             from .report import headline
-            from .results_table import opening, run_table_lines
+            from .results import opening, run_table_lines
 
             out += [*opening(headline(self.run_dir), run_table_lines(self.run_dir)), "",
                     f"results in words: {paths.results_path(self.run_dir)}"]

@@ -356,7 +356,7 @@ def scores_frame(df, lp, name: str):
 def gap_headline(df, lp, name: str, n_boot: int = 1000) -> dict:
     """The study's headline on these prompts (``analysis.compute``, then ``headline.entries``): the concept-learning
     gap's test (its verdict at α = .05, p, validity, method) and the gap with its bootstrap CI, in proportions."""
-    from nbutils.headline import entries
+    from nbutils.results import entries
     from nbutils.studies.monotonicity import analysis
 
     a = analysis.compute(scores_frame(df, lp, name), n_boot=n_boot, seed=0)

@@ -70,7 +70,7 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
     import re
 
     from nbutils.display import fmt_p_cell
-    from nbutils.latex import _CI_PAIRS, _COUNTS, _P, _stacked, escape, label
+    from nbutils.results._latex import _CI_PAIRS, _COUNTS, _P, _stacked, escape, label
 
     stem = Path(stem)
     csv = table = pd.read_csv(stem.with_suffix(".csv"))
@@ -126,7 +126,7 @@ def assert_tables_compile(run: str | Path) -> list[str]:
 
     import pytest
 
-    from nbutils.latex import PACKAGES
+    from nbutils.results._latex import PACKAGES
 
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed (Debian: apt-get install texlive-latex-base texlive-latex-recommended)")

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils.stats import _firth as firth
-from nbutils import report, results
-from nbutils.stats import r_available, run_r
+from nbutils.stats import _firth as firth, r_available, run_r
+from nbutils import report
+from nbutils.results import _words as results
 from nbutils.studies.monotonicity import analysis
 from simulated_runs import simulated_run
 

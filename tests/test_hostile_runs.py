@@ -575,7 +575,8 @@ def test_a_label_pdflatex_cannot_set_is_said_when_the_tables_are_written_and_fig
 
 
 def test_latex_keeps_fractions_and_superscripts_and_names_other_scripts():
-    from nbutils import labels, latex
+    from nbutils import labels
+    from nbutils.results import _latex as latex
 
     assert [latex.escape(x) for x in ("½", "x³", "ﬁ", "ǅ")] == [r"\textonehalf{}", "x$^3$", "fi", "Dz"]
     assert labels.latex_unset("نموذج מודל 模型 model") == ["Arabic", "CJK", "Hebrew"]

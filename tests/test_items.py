@@ -430,8 +430,8 @@ def test_runs_says_each_models_reading_as_the_report_does_shortened():
     import re
 
     from nbutils import artifacts
-    from nbutils.method_names import SHORT_METHODS
-    from nbutils.readings import reading
+    from nbutils.results import SHORT_METHODS
+    from nbutils.results import reading
     from nbutils.results import fmt_p
     from nbutils.run_index import _headlines, shorten
 

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from nbutils import latex
+from nbutils.results import _latex as latex
 from nbutils.display import fmt_p_cell
 
 

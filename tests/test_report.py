@@ -24,7 +24,7 @@ from nbutils import analysis_run, artifacts, paths, studies
 from nbutils.__main__ import main
 from nbutils.records import SCHEMA_VERSION
 from nbutils.report import write_report
-from nbutils.results_table import run_table_lines
+from nbutils.results import run_table_lines
 
 SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 ANALYZE = studies.get("monotonicity").notebooks["analyze"]

@@ -11,7 +11,7 @@ import pytest
 
 from nbutils.display import notes_line
 from nbutils.results import fmt_p
-from nbutils.results_table import opening, rows, table_lines
+from nbutils.results._terminal_table import opening, rows, table_lines
 
 
 def _entry(rng, model="m", condition="concept_learning") -> dict:

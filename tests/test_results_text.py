@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import headline, paths, results
+from nbutils.results import _headline as headline, _words as results
+from nbutils import paths
 from nbutils.stats import claim, record
 from nbutils.studies.common import claims, model_comparison
 from nbutils.studies.monotonicity import analysis
@@ -378,7 +379,7 @@ def test_property_headline_sentences_are_short_and_leave_the_diagnostics_to_the_
     """A headline sentence (``reasons=False``) is at most 60 words whatever the record holds; one that is not
     estimable says so in one clause, and ``fit_caveats`` says why, once per test and reason, with no internal
     threshold; a fallback names the test it stands in for."""
-    from nbutils.headline import fit_caveats, table_rows
+    from nbutils.results import fit_caveats, table_rows
 
     rng = np.random.default_rng(49)
     long_note = ("log odds ratio; every prompt pair was answered alike in both conditions, a quasi-separation by pair, "
@@ -417,7 +418,7 @@ def test_a_significant_interval_gets_the_digits_to_stay_off_the_null():
 
 
 def test_power_is_said_as_the_approximation_it_is():
-    from nbutils.headline import detectable_gap, power_sentence
+    from nbutils.results._headline import detectable_gap, power_sentence
 
     assert detectable_gap(30, 30) == pytest.approx(0.3617, abs=1e-3)  # (1.960 + 0.842) · √(.25 · 2/30)
     words = power_sentence(30, 30, "upward", "downward", clusters="threshold")
@@ -428,8 +429,8 @@ def test_power_is_said_as_the_approximation_it_is():
 def test_property_a_headline_names_its_method_in_six_words_and_a_caveat_says_why_in_forty():
     """Every procedure has a short name of at most six words, which is what a headline sentence prints; a caveat of
     a test that is not estimable is at most 40 words, whatever its reason holds, and prints no orders of magnitude."""
-    from nbutils.headline import fit_caveats
-    from nbutils.method_names import METHODS, SHORT_METHODS
+    from nbutils.results import fit_caveats
+    from nbutils.results import METHODS, SHORT_METHODS
 
     assert set(METHODS) <= set(SHORT_METHODS)
     assert all(len(v.split()) <= 6 for v in SHORT_METHODS.values())

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import paths, readings
-from nbutils.headline import entries
+from nbutils import paths
+from nbutils.results import _readings as readings, entries
 from nbutils.studies.common import verdicts
 from nbutils.studies.monotonicity import analysis
 

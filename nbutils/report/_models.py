@@ -9,7 +9,9 @@ import base64
 
 from markupsafe import Markup
 
-from .. import models_table, paths
+from ..results import (MODELS_HEADING, models_applies, models_conditions, models_legend, model_names, models_sentences,
+                       models_shown)
+from .. import paths
 
 FIGURE = "forest_models"  # the figure the analysis writes under figures/
 
@@ -17,18 +19,18 @@ FIGURE = "forest_models"  # the figure the analysis writes under figures/
 def top(run, summary: dict) -> dict | None:
     """What opens the page (``findings``: a sentence per model; ``table``; ``figure`` and its ``caption``), or None
     for a run this view is not made for."""
-    if not models_table.applies(summary) or len(models_table.models(summary)) < 2:
+    if not models_applies(summary) or len(model_names(summary)) < 2:
         return None
     text = paths.results_path(run).read_text(encoding="utf-8") if paths.results_path(run).is_file() else ""
-    return {"findings": models_table.sentences(summary), "table": table_html(summary), "figure": _figure(run),
+    return {"findings": models_sentences(summary), "table": table_html(summary), "figure": _figure(run),
             "fold": fold(text),
             "caption": f"Figure 1: each model's gap, its headline test's odds ratio with its 95% CI "
-                       f"({len(models_table.models(summary))} models, in the order they were scored)", "wide": True}
+                       f"({len(model_names(summary))} models, in the order they were scored)", "wide": True}
 
 
 def words(text: str) -> str:
     """``results.md`` without its models table (the page shows the table above it)."""
-    return text.split(models_table.MODELS_HEADING, 1)[0].rstrip() + "\n"
+    return text.split(MODELS_HEADING, 1)[0].rstrip() + "\n"
 
 
 def fold(text: str) -> str:
@@ -54,10 +56,10 @@ def table_html(summary: dict) -> Markup:
     header."""
     import jinja2
 
-    cols, rows = models_table.shown(summary)
+    cols, rows = models_shown(summary)
     shown, groups = [], []
     for key, head in cols:
-        cond = next((c for c in models_table.conditions(summary) if key.endswith(f"_{c}") and key.startswith("acc_")),
+        cond = next((c for c in models_conditions(summary) if key.endswith(f"_{c}") and key.startswith("acc_")),
                     None)
         name = head.split(" (")[0] if cond else head
         shown.append({"key": key, "head": name.replace(" %", " (%)"), "cls": "num" if key not in (
@@ -71,7 +73,7 @@ def table_html(summary: dict) -> Markup:
         groups = []
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return Markup(env.from_string(_TABLE).render(cols=shown, rows=rows, groups=groups,
-                                                 legend=models_table.legend(summary)))
+                                                 legend=models_legend(summary)))
 
 
 def _figure(run) -> Markup:

@@ -24,7 +24,7 @@ from typing import Callable
 from markupsafe import Markup
 
 from .. import artifacts, freshness, paths, runlock, score_sidecar, studies
-from ..headline import table_rows
+from ..results import table_rows
 from ..records import Summary, SummaryVersionError
 from ..run_handle import Run
 from ._models import top as models_first_screen, words as words_less_models_table

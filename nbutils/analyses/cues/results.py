@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
-from ...stats import claim
+from ...results import fmt_alpha, fmt_num, fmt_p, headline_records, paragraph, plural, sentence
+
+from ...stats import ALPHA, claim
 
 TOP_SHOWN = 3  # cues named in the discovery line
 

@@ -12,8 +12,7 @@ import pandas as pd
 
 from ... import analysis_run, artifacts, paths
 from ...stats import N_BOOT, precision_margin_figure
-from ...headline import generic_text
-from ...results import plural
+from ...results import generic_text, plural
 from ...runstore import load_scores
 from .. import get
 from ..common import claims, model_comparison, quantifier_mixed_models as qmixed, quantifier_stats as qstats

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, models_table, paths
+from ... import analysis_run, artifacts, paths
+from ...results import models_applies, models_forest, models_frame, models_latex
 from ...stats import precision_margin_figure
 from ..common import model_comparison, option_mass, quantifier_stats, rules, verdicts
 from . import prediction, results, plots, robustness, stats, twin_summary, twins
@@ -92,8 +93,8 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     d["n_prompts"] = {m: d["n_prompts"][m] for m in models if m in d["n_prompts"]}
     a.summary["design"]["not_compared"] = unpaired  # models that share no prompt with the reference, in words
     a.summary["_notes"] = a.notes
-    if models_table.applies(a.summary):  # the models side by side (tables/models.csv and .tex, results.md)
-        a.tables["models"] = models_table.frame(a.summary)
+    if models_applies(a.summary):  # the models side by side (tables/models.csv and .tex, results.md)
+        a.tables["models"] = models_frame(a.summary)
     a.text = results.results_text(a.summary)
     return a
 
@@ -151,9 +152,9 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
         figs["rule_agreement"] = plots.rule_agreement(a.tables["rules"], a.tables["best_rule"])
     several = "models" in a.tables and len(a.tables["models"]) > 1
     if several:
-        figs["forest_models"] = models_table.forest(a.summary)
+        figs["forest_models"] = models_forest(a.summary)
     return analysis_run.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
-                                    tex={"models": models_table.latex(a.summary)} if "models" in a.tables else {})
+                                    tex={"models": models_latex(a.summary)} if "models" in a.tables else {})
 
 
 # the tables written as LaTeX too, each as a paper shows it (``latex.table``'s options): the CSV keeps every column

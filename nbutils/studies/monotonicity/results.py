@@ -1,11 +1,10 @@
 """The monotonicity (concept learning) study's results in words, from its ``summary.json``."""
 from __future__ import annotations
 
-from ... import models_table
-from ...headline import fit_caveats, power_sentence
-from ...readings import reading
+from ...results import fit_caveats, model_names, models_applies, models_markdown, power_sentence, reading
 from ...records import model_block
-from ...results import ALPHA, fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from ...results import fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from ...stats import ALPHA
 from ..common import option_mass
 from . import prediction, robustness
 
@@ -87,7 +86,7 @@ def results_text(summary: dict, alpha: float = ALPHA) -> str:
     lines = lines or ["No model has both an upward and a downward concept at a threshold: no gap to test."]
     text = paragraph("Is upward monotonicity learned better than downward?", design, lines + note_lines(summary, alpha),
                      caveats)
-    if models_table.applies(summary) and len(models_table.models(summary)) > 1:  # the models side by side
-        text = text.rstrip("\n") + "\n\n" + models_table.markdown(summary, alpha) + "\n"
+    if models_applies(summary) and len(model_names(summary)) > 1:  # the models side by side
+        text = text.rstrip("\n") + "\n\n" + models_markdown(summary, alpha) + "\n"
     return text
 

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ...results import ALPHA, fmt_alpha, fmt_num, fmt_p, reason, verdict
-from ...stats import claim, record
+from ...results import fmt_alpha, fmt_num, fmt_p, reason, verdict
+
+from ...stats import ALPHA, claim, record
 from ..common.quantifier_stats import _mantel_haenszel, threshold_cells, threshold_units
 from ..common.variants import AXES, wording
 

@@ -19,9 +19,8 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from ...readings import reading
-from ...results import ALPHA
-from ...stats import wilson
+from ...results import reading
+from ...stats import ALPHA, wilson
 from ..common import claims
 from . import twins
 

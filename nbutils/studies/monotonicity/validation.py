@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from ... import artifacts, paths, score_sidecar, studies
-from ...headline import entries, reading_words
+from ...results import entries, fmt_alpha, fmt_p, reading_words
 from ...records import Summary
-from ...results import ALPHA, fmt_alpha, fmt_p
+from ...stats import ALPHA
 from . import stability
 from .validation_inputs import check_root, same_adapter
 from .validation_plot import figure

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 
 from ... import analysis_run, artifacts
-from ...headline import generic_text
+from ...results import fmt_alpha, fmt_num, generic_text, plural, sentence
 from ...records import Summary
-from ...results import ALPHA, fmt_alpha, fmt_num, plural, sentence
+from ...stats import ALPHA
 from ...runstore import load_scores
 from .. import get
 from .params import NegationParams

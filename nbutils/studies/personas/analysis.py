@@ -7,8 +7,7 @@ import pandas as pd
 
 from ... import analysis_run, studies
 from ...stats import precision_margin_figure
-from ...headline import generic_text
-from ...results import plural
+from ...results import generic_text, plural
 from ...runstore import load_scores
 from . import plots, stats
 from .params import PersonasParams

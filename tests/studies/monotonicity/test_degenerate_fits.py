@@ -15,9 +15,8 @@ import pandas as pd
 import pytest
 from scipy import special
 
-from nbutils.stats import r_available
+from nbutils.stats import fallback_headlines, fit_problems, r_available
 from nbutils.results import reason
-from nbutils.stats import fallback_headlines, fit_problems
 from nbutils.studies.monotonicity import stats
 
 needs_r = pytest.mark.skipif(not r_available("lme4"), reason="R with lme4 is not installed")

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import headline, paths, report, results
-from nbutils.stats import r_available
-from nbutils.stats import holm
+from nbutils.results import _headline as headline, _words as results
+from nbutils import paths, report
+from nbutils.stats import holm, r_available
 from nbutils.studies.common import model_comparison as mc
 from nbutils.studies.monotonicity import analysis
 from nbutils.studies.monotonicity.results import comparison_lines

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from bs4 import BeautifulSoup
 
-from nbutils import models_table, paths, report, studies
-from nbutils.readings import headline_record
-from nbutils.results import verdict
+from nbutils.results import _models_table as models_table, verdict
+from nbutils import paths, report, studies
+from nbutils.results._readings import headline_record
 from nbutils.studies.monotonicity import analysis, plots
 from nbutils.studies.monotonicity.scores import load_scores
 from notebook_checks import assert_figure, assert_tables_compile

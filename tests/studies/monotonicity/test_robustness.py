@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils import results
+from nbutils.results import _words as results
 
 from nbutils.stats import r_available
 from nbutils.studies.common import quantifier_mixed_models as qmixed, rules, variants

@@ -19,9 +19,9 @@ import math
 
 import pandas as pd
 
-from .readings import CONDITION_NAMES, floor_state, has_readings, headline_record, reading
-from .records import Summary, model_block
-from .results import ALPHA, is_finite, on_scale, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
+from ._readings import CONDITION_NAMES, floor_state, has_readings, headline_record, reading
+from ..records import Summary, model_block
+from ._words import ALPHA, is_finite, on_scale, claim_of, fmt_alpha, fmt_p, odds_ratio_scale, short_method, verdict
 
 MODELS_HEADING = "**The models side by side**"  # where results.md's models table starts (the report shows its own)
 PAGE_ROWS = 12  # models a LaTeX table holds on one page; more break across pages (longtable)
@@ -209,7 +209,7 @@ def legend(summary: dict, alpha: float = ALPHA) -> str:
 def latex(summary: dict, alpha: float = ALPHA) -> str:
     """The table as LaTeX (booktabs; ``\\usepackage{booktabs,longtable}``): one tabular for up to ``PAGE_ROWS``
     models, a longtable that repeats its header beyond; names escaped, the CI in the OR's cell."""
-    from .latex import breakable, escape
+    from ._latex import breakable, escape
 
     cols, rows = shown(summary, alpha)
     cols = [(k, h) for k, h in cols if k not in ("floor", "examples")]  # the reading says them; their p: the CSV

@@ -23,9 +23,9 @@ import math
 import re
 from typing import Callable, Iterable
 
-from .stats import ALPHA  # noqa: F401 - the level a test is read at, for callers
-from .method_names import METHOD_PREFIXES, METHODS, SHORT_METHODS, SHORT_PREFIXES  # noqa: F401 - for callers
-from .records import Summary, as_record
+from ..stats import ALPHA  # noqa: F401 - the level a test is read at, for callers
+from ._method_names import METHOD_PREFIXES, METHODS, SHORT_METHODS, SHORT_PREFIXES  # noqa: F401 - for callers
+from ..records import Summary, as_record
 
 
 def short_method(record: dict) -> str:
@@ -73,6 +73,16 @@ def fmt_p(p, alpha: float = ALPHA) -> str:
             return "p = " + f"{p:.{digits}f}".lstrip("0")
     return f"p < {fmt_alpha(alpha)}" if below else f"p ≥ {fmt_alpha(alpha)}"
 
+
+def fmt_p_cell(p) -> str:
+    """A p-value for a table cell: APA without the ``p =`` (``< .001``, ``.032``, ``> .999``); blank when missing;
+    a value that is not a probability says so instead of passing for one."""
+    if not is_finite(p):
+        return ""
+    try:
+        return fmt_p(p)[2:].removeprefix("= ")
+    except ValueError:
+        return f"not a p ({p!r})"
 
 def fmt_alpha(alpha: float) -> str:
     """α without the leading zero: ``.05``."""

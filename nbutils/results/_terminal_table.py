@@ -8,9 +8,9 @@ import json
 import math
 from pathlib import Path
 
-from . import paths
-from .records import Summary
-from .results import fmt_num, fmt_p, fmt_ratio
+from .. import paths
+from ..records import Summary
+from ._words import fmt_num, fmt_p, fmt_ratio
 
 CONDITION_NAMES = {"concept_learning": "concept learning", "explicit": "concept stated"}
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import math
 
-from .records import Summary, as_record, model_block
-from .stats import can_reject
-from .results import (ALPHA, SHORT_METHODS, is_finite, on_scale, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
-                      odds_ratio_scale, phrase, verdict)
+from ..records import Summary, as_record, model_block
+from ..stats import can_reject
+from ._words import (ALPHA, SHORT_METHODS, is_finite, on_scale, claim_of, fmt_alpha, fmt_ci, fmt_num, fmt_p, fmt_ratio,
+                     odds_ratio_scale, phrase, verdict)
 
 READINGS = ("learned", "mirror", "prior", "undetermined", "below_floor", "no_evidence", "no_valid_test")
 MARGINAL_ORDER = ("gee_bias_reduced", "firth_plr", "cmh")  # where a marginal OR beside a conditional one comes from

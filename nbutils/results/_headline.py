@@ -15,10 +15,10 @@ import math
 import re
 from typing import Callable, Iterable
 
-from .readings import detectable_gap, has_readings, reading
-from .records import Summary, as_record
-from .results import (ALPHA, METHODS, method_words, why_unreadable, claim_of, fmt_alpha, headline_records, note_lines,
-                      paragraph, phrase, sentence, verdict)
+from ._readings import detectable_gap, has_readings, reading
+from ..records import Summary, as_record
+from ._words import (ALPHA, METHODS, method_words, why_unreadable, claim_of, fmt_alpha, headline_records, note_lines,
+                     paragraph, phrase, sentence, verdict)
 
 DESCRIPTIVES = ("acc_up", "acc_down", "gap")  # what a study records per model and condition beside its headline test
 

@@ -99,7 +99,7 @@ def _cell(x, float_format: str) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA or x is pd.NaT:
         return "--"
     if float_format == P_FORMAT and isinstance(x, (int, float)) and not isinstance(x, bool):
-        from .display import fmt_p_cell
+        from ._words import fmt_p_cell
 
         return escape(fmt_p_cell(x) or "--")  # as the report writes it: < .001, .032, > .999
     if isinstance(x, bool):
@@ -136,7 +136,7 @@ def table(df: pd.DataFrame, float_format: str = "%.3f", index: bool = False, cap
         left = [c for c in df.columns if c not in columns]
         df = df[[c for c in columns if c in df.columns]]
     if "test" in df.columns:  # a procedure by its name in words, not its id (the CSV keeps the id)
-        from .method_names import SHORT_METHODS
+        from ._method_names import SHORT_METHODS
 
         df["test"] = df["test"].map(lambda t: SHORT_METHODS.get(t, t) if isinstance(t, str) else t)
     formats = {**_formats(df, float_format, decimals), **(formats or {})}
