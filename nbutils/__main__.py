@@ -121,7 +121,7 @@ def _show(args) -> int:
     import textwrap
 
     from . import items as it
-    from .run_handle import Run
+    from .runstore import Run
 
     if args.disagree and args.model:
         raise ValueError("--model: does not go with --disagree, which names the two models whose answers it shows")

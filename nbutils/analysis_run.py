@@ -28,8 +28,7 @@ import pandas as pd
 from . import artifacts, labels, paths, runlock
 from .stats import compare_precisions
 from .analysis_params import AnalysisParams
-from .run_handle import Run
-from .runstore import excluded_notes, split_precisions
+from .runstore import Run, excluded_notes, split_precisions
 
 
 @dataclass

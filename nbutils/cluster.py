@@ -25,7 +25,8 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runlock, runstore, scheduler, score_settings, score_sidecar
+from . import artifacts, paths, runlock, runstore, scheduler, score_settings
+from .runstore import read_sidecar
 from .executors import DEFAULT_POLL, make_executor
 from .notebooks import error_line, execute
 
@@ -84,7 +85,7 @@ class Task:
         side = paths.sidecar(self.score_file(run))
         if side.exists():
             try:
-                meta = score_sidecar.read(side)
+                meta = read_sidecar(side)
                 if meta.get("complete"):
                     return int(meta.get("n_rows") or 0), int(meta.get("n_rows") or 0)
             except (OSError, ValueError):

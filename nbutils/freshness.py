@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import artifacts, paths
 from .records import Summary
-from .run_handle import Run
+from .runstore import Run
 
 MARK = "nbutils-report-inputs"
 _STAMP = re.compile(r"<!-- " + MARK + r" (\{[^<>]*\}) -->")

@@ -25,8 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from . import artifacts, paths, studies
-from .run_handle import Run
-from .runstore import excluded_notes, load_scores
+from .runstore import Run, excluded_notes, load_scores
 from .spec import options_per_row
 
 WIDTH = 120  # columns of the terminal table where the terminal does not say ($COLUMNS, else its size)

@@ -16,8 +16,7 @@ from pathlib import Path
 from . import artifacts, freshness, paths, studies
 from .records import Record, SummaryVersionError, as_record
 from .results import entries, fmt_p, found, headline_records, phrase, short_method
-from .run_handle import Run
-from .runstore import load_scores, score_inventory
+from .runstore import Run, load_scores, score_inventory
 
 
 

@@ -13,11 +13,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import (artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, score_sidecar,
-               studies)
+from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, studies
+from .runstore import Run, read_sidecar, write_sidecar
 from .notebooks import Progress as _Progress, check_parameters, error_line, execute, load_yaml, notebook_parameters
 from .report import write_report
-from .run_handle import Run
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze", "executor", "cluster"} | set(studies.RUN_ANALYSES)
 
@@ -132,7 +131,7 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
     models = list(models or cfg.get("models") or [])
     for option, number in (("--limit", limit), ("--n-boot", n_boot)):
         if number is not None:
-            runstore.check_int(option, number, 1)
+            score_settings.check_int(option, number, 1)
     if not run_dir or not dataset or not models:
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
     run = Run(paths.check_run_dir(run_dir))  # a file, the root, an empty path or a name too long are refused there
@@ -291,10 +290,10 @@ def _relabel(run: Path, spec, p: dict) -> None:
     """A scored model whose model file now gives another ``label``: the label its sidecar records is replaced (a
     label is display text, not part of what was scored, so the scores stay), and the sweep says so."""
     side = paths.sidecar(score_settings.ScoreSettings.of_model_file(spec, p).score_file(run))
-    meta = score_sidecar.read(side)
+    meta = read_sidecar(side)
     if meta.get("label") != p.get("label"):
         print(f"[sweep] {side.stem}: label {meta.get('label')!r} → {p.get('label')!r} (the scores stay)", flush=True)
-        score_sidecar.write(meta.replace(label=p.get("label")), side)
+        write_sidecar(meta.replace(label=p.get("label")), side)
 
 
 def _set_aside_changed(run: Path, spec, p: dict, shards: int = 1) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from nbutils import paths
-from nbutils.score_files import write_scores
+from nbutils.runstore import write_scores
 
 SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 

@@ -494,7 +494,7 @@ def test_disagree_with_wrong_or_closest_shows_both_models_answers_to_each_item(p
     lambda meta: dict(meta, dtype_requested="bfloat16"),  # a precision the name does not carry
 ])
 def test_a_sidecar_that_does_not_describe_its_file_is_left_out_with_its_name(tmp_path, edit):
-    from nbutils.score_reading import excluded_notes, load_scores
+    from nbutils.runstore import excluded_notes, load_scores
 
     run = tmp_path / "control"
     shutil.copytree(CONTROL_RUN, run)
@@ -507,7 +507,7 @@ def test_a_sidecar_that_does_not_describe_its_file_is_left_out_with_its_name(tmp
 
 
 def test_a_renamed_score_file_is_left_out_and_the_shipped_samples_all_match_their_names(tmp_path):
-    from nbutils.score_reading import load_scores, misnamed
+    from nbutils.runstore import load_scores, misnamed
 
     run = tmp_path / "control"
     shutil.copytree(CONTROL_RUN, run)
@@ -595,7 +595,7 @@ def test_a_label_at_the_start_of_a_list_item_stays_text(label, safe):
 
 def test_a_label_that_is_another_models_file_name_is_refused_and_show_never_guesses(tmp_path):
     from nbutils.items import model_named
-    from nbutils.score_reading import load_scores
+    from nbutils.runstore import load_scores
     from simulated_runs import simulated_run
 
     run = simulated_run(tmp_path, {"a": lambda p: p["label"], "b": lambda p: p["label"]}, labels={"a": "b"})

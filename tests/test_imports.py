@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
-from nbutils import artifacts, paths, score_sidecar
+from nbutils import artifacts, paths
+from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.__main__ import main
 from nbutils.imports import LogError, import_logs
 from nbutils.items import disagree, items
-from nbutils.studies.custom import analysis
-from nbutils.studies.custom import models as model_tests
+from nbutils.studies.custom import analysis, models as model_tests
 
 DATA = Path(__file__).parent / "data" / "imports"
 LM = sorted((DATA / "lm-eval").glob("*/samples_probe_mc_*.jsonl"))

@@ -8,7 +8,7 @@ import shutil
 from unittest import mock
 
 from nbutils import paths
-from nbutils.run_handle import Run
+from nbutils.runstore import Run
 
 SAMPLE = paths.repo_root() / "outputs" / "samples" / "monotonicity"
 

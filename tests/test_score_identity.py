@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from nbutils import artifacts, cluster, paths, runstore, score_settings, score_sidecar, studies
+from nbutils import artifacts, cluster, paths, runstore, score_settings, studies
+from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.score_settings import IDENTITY_KEYS, ScoreSettings, Undecided
 
 MONO = studies.get("monotonicity").spec

@@ -11,9 +11,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from nbutils import artifacts, paths, runstore, score_sidecar, studies
+from nbutils import artifacts, paths, runstore, studies
+from nbutils.runstore import SCHEMA_VERSION, ScoreSidecar, SidecarError, _sidecar as score_sidecar
 from nbutils.score_settings import IDENTITY_KEYS
-from nbutils.score_sidecar import SCHEMA_VERSION, ScoreSidecar, SidecarError
 from simulated_runs import simulated_run
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -13,7 +13,8 @@ import yaml
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from nbutils import artifacts, paths, score_sidecar
+from nbutils import artifacts, paths
+from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.studies.monotonicity import validation
 
 DOSES = (0.0, 0.25, 0.5, 0.75, 1.0)

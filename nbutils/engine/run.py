@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import artifacts, runlock, runstore
+from ..score_settings import identity
 from ..spec import DatasetSpec
 from .scorer import check_context, make_scorer, non_finite_rows
 from .settings import EngineSettings, non_finite_message
@@ -45,7 +46,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: EngineSettings | None = 
                     limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
                     num_shards=settings.num_shards, shard_index=settings.shard_index,
                     label=getattr(settings, "label", None), **scorer.meta)  # display only: not in the identity
-        expected = runstore.identity(settings, spec, meta["dataset_sha256"], loaded=meta)  # what loading decided
+        expected = identity(settings, spec, meta["dataset_sha256"], loaded=meta)  # what loading decided
         files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)
         if finished is not None:

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, labels, paths, score_sidecar
-from ..score_files import write_scores
+from .. import artifacts, labels, paths
+from ..runstore import SidecarError, read_sidecar, write_scores
 from ..spec import decisions
 from ..studies import REGISTRY, get
 from . import inspect_logs, lmeval
@@ -235,8 +235,8 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
         path = paths.score_file(run, _slug(name))
         if paths.sidecar(path).exists():
             try:
-                old = score_sidecar.read(paths.sidecar(path))
-            except score_sidecar.SidecarError:
+                old = read_sidecar(paths.sidecar(path))
+            except SidecarError:
                 old = None
             same = (old is not None and old.get("dataset_sha256") == side["sha256"]
                     and (old.get("imported_from") or {}).get("sha256") == src["sha256"] and path.exists())

@@ -23,10 +23,10 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from .. import artifacts, freshness, paths, runlock, score_sidecar, studies
+from .. import artifacts, freshness, paths, runlock, studies
+from ..runstore import Run, read_sidecar
 from ..results import table_rows
 from ..records import Summary, SummaryVersionError
-from ..run_handle import Run
 from ._models import top as models_first_screen, words as words_less_models_table
 from ._html import _output_html, cell_html, headline_table, items_html, page
 
@@ -379,7 +379,7 @@ def _input_changes(run: Run, analyze: str, summary: dict, nb) -> list[str]:
 def _created(sidecar: Path) -> datetime:
     """When a score file was written, from its sidecar (the epoch when it does not say)."""
     try:
-        return datetime.fromisoformat(score_sidecar.read(sidecar)["created"])
+        return datetime.fromisoformat(read_sidecar(sidecar)["created"])
     except (KeyError, TypeError, ValueError):
         return datetime.fromtimestamp(0, timezone.utc)
 

@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from .. import paths
-from ..run_handle import Run
+from ..runstore import Run
 from ..spec import DatasetSpec
 
 SCORE_NOTEBOOK = "notebooks/score.ipynb"

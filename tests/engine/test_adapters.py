@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from nbutils import adapters, artifacts, cluster, paths, runstore, studies
+from nbutils import adapters, artifacts, cluster, paths, runstore, score_settings, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.engine.settings import EngineSettings
@@ -94,8 +94,8 @@ def test_adapter_is_in_the_name_the_sidecar_and_the_identity(tmp_path, tiny_run,
     meta_side = paths.sidecar(paths.score_file(run, slug))
     side = artifacts.read_json(meta_side)
     def same(meta, params):  # the sweep's rule: the identity of a model file's settings before the model loads
-        expected = runstore.identity(EngineSettings.of_model_file(SPEC, params), SPEC, meta["dataset_sha256"])
-        return runstore.matches(expected, meta)
+        expected = score_settings.identity(EngineSettings.of_model_file(SPEC, params), SPEC, meta["dataset_sha256"])
+        return score_settings.matches(expected, meta)
 
     assert same(side, {"model": model, "adapter": str(adapter_dir)})
     assert not same(side, {"model": model}), "a file with an adapter is not the base model's"
@@ -192,14 +192,13 @@ def test_adapter_scale_names_its_own_score_file_and_is_never_already_scored_at_a
     assert slugs[0.5] == f"{slugs[1]}-s0.5" and slugs[0] == f"{slugs[1]}-s0" and len(set(slugs.values())) == 5
     assert all(paths.check_plain_name(s, "slug") == s for s in slugs.values())
     params = {"model": model, "adapter": adapter, "adapter_scale": 0.25}
-    from nbutils import score_settings
 
     assert score_settings.slug_of(params) == slugs[0.25]
-    ident = {s: runstore.identity(EngineSettings.of_model_file(SPEC, dict(params, adapter_scale=s)), SPEC, "x")
+    ident = {s: score_settings.identity(EngineSettings.of_model_file(SPEC, dict(params, adapter_scale=s)), SPEC, "x")
              for s in (0.25, 0.5, 1)}
     assert ident[1]["adapter_scale"] is None and ident[0.5]["adapter_scale"] == 0.5
     recorded = {k: v for k, v in ident[0.5].items() if not isinstance(v, score_settings.Undecided)}
-    assert not runstore.matches(ident[0.25], recorded) and "adapter_scale" in score_settings.mismatched(ident[0.25], recorded)
+    assert not score_settings.matches(ident[0.25], recorded) and "adapter_scale" in score_settings.mismatched(ident[0.25], recorded)
     # a file scored before the setting existed (no adapter_scale key) is the adapter at full strength
     old = {k: v for k, v in recorded.items() if k != "adapter_scale"}
     assert "adapter_scale" not in score_settings.mismatched(ident[1], old)

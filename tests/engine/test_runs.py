@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from interruption import score_until
 
-from nbutils import artifacts, paths, runstore, studies
+from nbutils import artifacts, paths, runstore, score_settings, studies
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.score_settings import ScoreSettings
@@ -80,13 +80,13 @@ def test_a_finished_file_is_reused_whatever_the_batch_size(tmp_path, tiny_run, l
     mtime = final.stat().st_mtime_ns
     again, meta2 = score_run(run, lm, batch_size=2, progress=False)  # no OverwriteError: batch size is no identity
     assert final.stat().st_mtime_ns == mtime and again.equals(df) and meta2["batch_size"] == 1 == meta["batch_rows"]
-    assert "batch_size" not in runstore.IDENTITY_KEYS and "batch_size" in meta and meta["settings"]["batch_size"] == 1
+    assert "batch_size" not in score_settings.IDENTITY_KEYS and "batch_size" in meta and meta["settings"]["batch_size"] == 1
     assert runstore.is_done(run, SPEC, {"model": lm.meta["model"], "batch_size": 2})
     # the sidecar records the identity the run loop computed, one the sweep's rule before loading admits
     settings = lm.settings.with_run(batch_size=1)
-    assert runstore.recorded(meta) == runstore.identity(settings, SPEC, meta["dataset_sha256"], loaded=meta)
-    before_loading = runstore.identity(ScoreSettings(model=lm.meta["model"]), SPEC, meta["dataset_sha256"])
-    assert runstore.matches(before_loading, meta)
+    assert score_settings.recorded(meta) == score_settings.identity(settings, SPEC, meta["dataset_sha256"], loaded=meta)
+    before_loading = score_settings.identity(ScoreSettings(model=lm.meta["model"]), SPEC, meta["dataset_sha256"])
+    assert score_settings.matches(before_loading, meta)
 
 
 def test_a_resumed_run_keeps_its_checkpoints_batch_plan(tmp_path, tiny_run, lm):

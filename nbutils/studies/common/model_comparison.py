@@ -25,7 +25,8 @@ from importlib import resources
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 
-from ... import paths, score_sidecar
+from ... import paths
+from ...runstore import read_sidecar
 from ...stats import claim, fallback_headlines, fit_problems, holm, mean_over_strata, record
 from .quantifier_mixed_models import separated_cells
 from .quantifier_stats import threshold_units
@@ -52,7 +53,7 @@ def scored_order(run_dir, models, slugs: dict | None = None) -> list[str]:
     created = {}
     for side in paths.score_sidecars(run_dir):
         try:
-            created[side.stem] = str(score_sidecar.read(side).get("created") or "")
+            created[side.stem] = str(read_sidecar(side).get("created") or "")
         except ValueError:
             continue
     slug = (slugs or {}).get

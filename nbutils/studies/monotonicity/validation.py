@@ -25,7 +25,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ... import artifacts, paths, score_sidecar, studies
+from ... import artifacts, paths, studies
+from ...runstore import read_sidecar
 from ...results import entries, fmt_alpha, fmt_p, reading_words
 from ...records import Summary
 from ...stats import ALPHA
@@ -67,7 +68,7 @@ def arms(run, ladder_adapter: str, decoy_adapter: str) -> dict[str, dict]:
     another model is left out."""
     out = {}
     for side in paths.score_sidecars(run):
-        meta = score_sidecar.read(side)
+        meta = read_sidecar(side)
         adapter = meta.get("adapter")
         dose = paths.scale_of(meta.get("adapter_scale"))
         if same_adapter(adapter, ladder_adapter):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import paths, score_sidecar
+from ... import paths
+from ...runstore import SidecarError, read_sidecar
 
 NO_DECOY = (None, "", "none")
 
@@ -30,7 +31,7 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
     (``score_reading.misnamed``) with a number for its strength; the ladder in every seed and the decoy too when one is
     named; and the same arms and strengths in every seed (a strength seen in some seeds only has no rate across
     them)."""
-    from ...score_reading import misnamed
+    from ...runstore import misnamed
 
     if not isinstance(ladder_adapter, str) or not ladder_adapter.strip():
         raise ValueError(f"ladder_adapter: the adapter whose strengths make the ladder (a folder or its name), got "
@@ -52,8 +53,8 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
         arms, recorded = set(), set()
         for side in paths.score_sidecars(run):
             try:
-                meta = score_sidecar.read(side)
-            except score_sidecar.SidecarError as err:  # names the file, the key and what to score again
+                meta = read_sidecar(side)
+            except SidecarError as err:  # names the file, the key and what to score again
                 raise ValueError(f"root: {err}") from None
             except ValueError as err:
                 raise ValueError(f"root: {side} cannot be read ({err}); score that model again") from None

@@ -15,7 +15,8 @@ import pytest
 import yaml
 from pathlib import Path
 
-from nbutils import artifacts, score_sidecar, studies
+from nbutils import artifacts, studies
+from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.paths import repo_root
 from nbutils.stats import r_available
 from nbutils.studies.monotonicity.dataset import generate_prompts

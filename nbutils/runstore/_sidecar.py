@@ -21,8 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, checks
-from .score_settings import ScoreIdentity
+from .. import artifacts, checks
+from ..score_settings import ScoreIdentity
 
 SCHEMA_VERSION = 1
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths
-from .run_handle import Run
-from .score_settings import check_int
-from .spec import DatasetSpec
+from .. import artifacts, paths
+from ._handle import Run
+from ..score_settings import check_int
+from ..spec import DatasetSpec
 
 
 def read_dataset(run_dir, spec: DatasetSpec) -> tuple[pd.DataFrame, Path]:

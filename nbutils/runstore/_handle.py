@@ -14,7 +14,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from . import artifacts, paths
+from .. import artifacts, paths
 
 
 class Run(os.PathLike):

@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, labels, paths, score_sidecar
-from .stats import precision_label, precision_rank
-from .score_settings import derived_label
-from .run_dataset import read_dataset, select_limit
-from .run_handle import Run
-from .score_files import check_scores_file, coverage_problem
-from .spec import DatasetSpec, decisions, options_per_row
+from .. import artifacts, labels, paths
+from ._sidecar import read_meta
+from ..stats import precision_label, precision_rank
+from ..score_settings import derived_label
+from ._dataset import read_dataset, select_limit
+from ._handle import Run
+from ._score_files import check_scores_file, coverage_problem
+from ..spec import DatasetSpec, decisions, options_per_row
 
 EXCLUDED_WHY = {"stale": "made from an earlier version of the dataset", "incomplete": "unfinished",
                 "shard": "a shard (merge it first)", "other_dataset": "scores of another study's dataset",
@@ -39,7 +40,7 @@ def score_inventory(run_dir, spec: DatasetSpec) -> pd.DataFrame:
     metas, unread = {}, {}
     for side, where in listed:
         try:
-            metas[side] = score_sidecar.read_meta(side)
+            metas[side] = read_meta(side)
         except ValueError as err:  # a SidecarError says what to score again
             metas[side], unread[side] = None, str(err)
     merged_into = {name: side.name for side in finals if metas.get(side) for name in metas[side].get("merged_from") or []}
@@ -148,7 +149,7 @@ def check_label_free(run_dir, label: str, slug: str, given: bool = True) -> None
         if stem == slug or stem.startswith((f"{slug}.limit-", f"{slug}.shard-")):
             continue  # this model's own files
         try:
-            meta = score_sidecar.read_meta(side)
+            meta = read_meta(side)
             other = _label(meta, stem)
         except (ValueError, KeyError):
             continue

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import artifacts, paths, runlock, score_sidecar
-from .artifacts import OverwriteError
-from .run_dataset import read_dataset, select_limit
-from .score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch,  # noqa: F401
-                             identity, matches, recorded)
-from .score_sidecar import ScoreSidecar, SidecarError
-from .spec import DatasetSpec
+from .. import artifacts, paths, runlock
+from ._sidecar import ScoreSidecar, SidecarError, read as read_sidecar, write as write_sidecar
+from ..artifacts import OverwriteError
+from ._dataset import read_dataset, select_limit
+from ..score_settings import (IDENTITY_KEYS, SHARD_KEYS, ScoreSettings, check_int, describe_mismatch, identity, matches,
+                              recorded)
+from ..spec import DatasetSpec
 
 
 def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) -> ScoreSidecar | None:
@@ -24,7 +24,7 @@ def check_existing(sidecar: Path, expected: dict, what: str, overwrite: bool) ->
     if not sidecar.exists():
         return None
     try:
-        old = score_sidecar.read(sidecar)
+        old = read_sidecar(sidecar)
     except SidecarError:
         if overwrite:
             return None
@@ -51,7 +51,7 @@ def is_done(run_dir, spec: DatasetSpec, params: dict) -> bool:
     if not side.exists():
         return False
     try:
-        meta = score_sidecar.read(side)
+        meta = read_sidecar(side)
     except SidecarError:
         return False  # scoring it says what is wrong with the file
     return bool(meta.get("complete")) and matches(expected, meta)
@@ -85,7 +85,7 @@ def set_aside_changed(run_dir, spec: DatasetSpec, params: dict) -> tuple[list[Pa
     for data, extra in ((files.final, ()), (files.partial, (files.progress,))):
         side = paths.sidecar(data)
         try:
-            old = score_sidecar.read(side) if side.exists() else None
+            old = read_sidecar(side) if side.exists() else None
         except SidecarError as err:
             move += [data, side, *extra]
             why = why or str(err)
@@ -140,7 +140,7 @@ class ScoreFiles:
         frame.insert(0, "_row", idx)
         frame.insert(1, "_id", [ids[i] for i in idx])
         artifacts.write_parquet(frame, self.partial)
-        score_sidecar.write(side, paths.sidecar(self.partial))
+        write_sidecar(side, paths.sidecar(self.partial))
 
     def report_progress(self, n_done: int, n_planned: int, rate: float) -> None:
         """What a watcher (the sweep) reads while scoring runs."""
@@ -170,7 +170,7 @@ def write_scores(df: pd.DataFrame, meta, path: Path) -> ScoreSidecar:
     ScoreSidecar.of(dict(meta, n_rows=len(df), scores_sha256="", ids_sha256=""))  # a wrong key fails before writing
     artifacts.write_parquet(df, path)
     meta = dict(meta, n_rows=len(df), scores_sha256=artifacts.sha256_file(path), ids_sha256=ids_digest(df.iloc[:, 0]))
-    return score_sidecar.write(meta, paths.sidecar(path))
+    return write_sidecar(meta, paths.sidecar(path))
 
 
 def check_scores_file(path: Path, meta: dict) -> str | None:
@@ -227,7 +227,7 @@ def _merge_shards(run_dir, slug: str, limit: int | None, overwrite: bool) -> tup
     sidecars = paths.shard_sidecars(run_dir, slug, limit)
     if not sidecars:
         raise ValueError(_missing_shards(run_dir, slug, limit))
-    metas = [score_sidecar.read(p) for p in sidecars]
+    metas = [read_sidecar(p) for p in sidecars]
     splits = sorted({m.get("num_shards") for m in metas}, key=str)
     if len(splits) > 1:
         by = {k: [p.name for p, m in zip(sidecars, metas) if m.get("num_shards") == k] for k in splits}
