@@ -13,7 +13,7 @@ import functools
 from pathlib import Path
 
 from . import paths
-from .analysis_params import n_boot_field
+from .analysis import n_boot_field
 from .checks import int_words, is_int
 from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
 

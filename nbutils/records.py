@@ -1,6 +1,6 @@
 """The results of a run's analysis as typed values: ``Record`` (one inferential result) and ``summary.json``'s layout.
 
-Every study's analysis makes its records with ``stats.record`` (a ``Record``); ``analysis_run.write_analysis`` writes
+Every study's analysis makes its records with ``stats.record`` (a ``Record``); ``analysis.write_analysis`` writes
 them, with ``schema_version``, through ``summary_json`` (the one place a summary becomes JSON).
 ``artifacts.read_summary`` is how every reader opens a ``summary.json``: its records as ``Record`` s (``typed``), and
 ``Summary`` names each top-level field; one made by an older version of the suite (no ``schema_version``, or another

@@ -436,9 +436,9 @@ ANALYSES = [f"nbutils.studies.{s}.analysis" for s in studies.REGISTRY] + [
 def test_every_analysis_has_one_entry_point_shape(module):
     """``analyze_run(run_dir, params=None, **options)`` returning an ``Analysis``: ``params`` the analysis's parameter
     record (``analysis_params.AnalysisParams``: ``seed`` 0 and ``include_limited`` False by default), or its fields as
-    keywords; ``analysis_run.run`` does the rest."""
-    from nbutils.analysis_params import AnalysisParams
-    from nbutils.analysis_run import Analysis
+    keywords; ``analysis.run_analysis`` does the rest."""
+    from nbutils.analysis import AnalysisParams
+    from nbutils.analysis import Analysis
 
     mod = importlib.import_module(module)
     sig = inspect.signature(mod.analyze_run, eval_str=True)

@@ -2,7 +2,7 @@
 condition), why the tests that are not estimable are not (said once, for the caveats), and what gap a design could
 detect.
 
-``summary.json``'s top-level ``headline`` (written by ``nbutils.analysis_run.write_analysis``) is ``entries(summary)``:
+``summary.json``'s top-level ``headline`` (written by ``nbutils.analysis.write_analysis``) is ``entries(summary)``:
 per headline record (``nbutils.results.headline_records``: a fallback stands in for the test it replaces) the test,
 its estimate and 95% CI on the record's own scale (``scale`` says which: a log odds ratio, a proportion…), p, valid,
 n, the verdict and the sentence of the results in words; and, where the study recorded them per model and condition,

@@ -2,8 +2,8 @@
 
 Cue profiling is not a scoring study: it reads another study's run (its dataset and, for the model tests, its score
 files) through that study's registry record, so it runs on a custom prompt file, the personas questions or the monotonicity study's
-prompts alike. ``analyze_run`` has the shape of every study's (``analysis_run.run``): it returns an ``Analysis`` (a
-``Profile``) written by ``analysis_run.write_analysis``. Instances are built from the record's ``choice_items``:
+prompts alike. ``analyze_run`` has the shape of every study's (``analysis.run_analysis``): it returns an ``Analysis`` (a
+``Profile``) written by ``write_analysis``. Instances are built from the record's ``choice_items``:
 
 - a fixed option set (Yes/No, A/B/C…): one instance per prompt, label = the gold option, the model's prediction = its
   chosen option; features of the prompt text (for the monotonicity study, of the query line, plus the prompts' structural cues);
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import analysis_run, artifacts, labels, paths, runlock, runstore
+from ...analysis import Analysis, Steps, analysis_model_names, figures_as_text, run_analysis, write_analysis
+from ... import artifacts, labels, paths, runlock, runstore
 from ...stats import ALPHA, record
 from ...studies import for_run, get
 from ...studies.common.rules import predict
@@ -34,7 +35,7 @@ CUE_TESTS = ("cue_discovery", "cue_accuracy_test", "cue_distribution_test", "cue
 
 
 @dataclass
-class Profile(analysis_run.Analysis):
+class Profile(Analysis):
     """A run's cue profile: an ``Analysis`` (``scores`` holds each model's prediction per instance once probed; the
     tables, ``summary.json``'s content, notes and files written) with the instances, their features, the study and
     mode they were built for, and the records of the cue tests."""
@@ -235,7 +236,7 @@ def write(profile: Profile, run_dir) -> list[Path]:
     """Tables (CSV), figures (PNG + PDF) and the cue records merged into the run's ``summary.json``: earlier cue
     records are replaced, the study's own records and entries kept. ``cues_top`` stays in memory (it is the head of
     ``cues``)."""
-    with analysis_run.figures_as_text():  # a model's label is drawn as it is, never as mathtext
+    with figures_as_text():  # a model's label is drawn as it is, never as mathtext
         return _write(profile, run_dir)
 
 
@@ -255,8 +256,8 @@ def _write(profile: Profile, run_dir) -> list[Path]:
                                                 "n_instances": len(profile.instances), **profile.design,
                                                 "notes": profile.notes})
         profile.summary = summary
-        profile.cues_text = labels.markdown_text(results.results_text(summary), analysis_run.model_names(summary))
-        files = analysis_run.write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
+        profile.cues_text = labels.markdown_text(results.results_text(summary), analysis_model_names(summary))
+        files = write_analysis(profile, run_dir, figs, skip=("cues_top",), replaces=False)
         files.append(artifacts.write_text(profile.cues_text, paths.cues_results_path(run_dir)))
         profile.files = files
         return files
@@ -272,7 +273,7 @@ def _compute(scores: pd.DataFrame, run_dir, params: CueParams) -> Profile:
     return compute(p, preds, top_k=params.top_k, min_count=params.min_count, alpha=params.alpha, seed=params.seed)
 
 
-STEPS = analysis_run.Steps(
+STEPS = Steps(
     params=CueParams,
     load=lambda run_dir, params: load(run_dir, params.include_limited, params.study),
     compute=_compute, write=lambda p, run_dir, variants: write(p, run_dir), clears=False,
@@ -282,7 +283,7 @@ STEPS = analysis_run.Steps(
 
 def analyze_run(run_dir, params: CueParams | None = None, **options) -> Profile:
     """Build the instances, discover cues, probe every scored model, write everything into ``run_dir``
-    (``analysis_run.run``). ``params``: a ``CueParams``, or its fields as keywords (``top_k``, ``min_count``,
+    (``analysis.run_analysis``). ``params``: a ``CueParams``, or its fields as keywords (``top_k``, ``min_count``,
     ``alpha``, ``study``, ``text_column``, ``premise_column``, ``train_fraction``, ``bigrams``, ``nearest_k``,
     ``seed``, ``include_limited``; the record holds their defaults), checked before anything in the run changes."""
-    return analysis_run.run(run_dir, STEPS, CueParams.of(params, options))
+    return run_analysis(run_dir, STEPS, CueParams.of(params, options))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, paths
+from ...analysis import Analysis, Steps, run_analysis, write_analysis
+from ... import artifacts, paths
 from ...stats import N_BOOT, precision_margin_figure
 from ...results import generic_text, plural
 from ...runstore import load_scores
@@ -44,12 +45,11 @@ def _imported(run_dir) -> dict:
     return params if params.get("imported_from") else {}
 
 
-Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: CustomParams | None = None, **options) -> Analysis:
     """All tables from a joined scores frame (see ``load``); ``params``: a ``CustomParams``, or its fields as keywords
-    (``use_r``: the concept-learning mixed model's GLMM with lme4 when R has it, see ``analysis_run``)."""
+    (``use_r``: the concept-learning mixed model's GLMM with lme4 when R has it, see ``nbutils.analysis``)."""
     params = CustomParams.of(params, options)
     a = Analysis(scores)
     t = a.tables
@@ -156,7 +156,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "margin_by_answer": plots.margin_by_answer(a.scores)}
     if variants is not None:
         figs["precision_margins"] = precision_margin_figure(variants, "row_id")
-    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
+    return write_analysis(a, run_dir, figs, latex=LATEX, index=("monotonicity_appendix_b",))
 
 
 def source_notes(run_dir) -> list[str]:
@@ -192,7 +192,7 @@ def imported_notes(imported: dict) -> list[str]:
     return out + list(imported.get("notes") or [])
 
 
-STEPS = analysis_run.Steps(
+STEPS = Steps(
     params=CustomParams,
     load=lambda run_dir, params: load(run_dir, params.include_limited),
     compute=lambda scores, run_dir, params: compute(scores, params), write=write,
@@ -203,6 +203,6 @@ STEPS = analysis_run.Steps(
 
 def analyze_run(run_dir, params: CustomParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``). ``params``: a ``CustomParams``, or its fields as keywords (``n_boot``, ``seed``,
+    (``analysis.run_analysis``). ``params``: a ``CustomParams``, or its fields as keywords (``n_boot``, ``seed``,
     ``include_limited``, ``use_r``; the record holds their defaults), checked before anything in the run changes."""
-    return analysis_run.run(run_dir, STEPS, CustomParams.of(params, options))
+    return run_analysis(run_dir, STEPS, CustomParams.of(params, options))

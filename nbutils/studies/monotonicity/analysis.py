@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, artifacts, paths
+from ...analysis import Analysis, Steps, run_analysis, write_analysis
+from ... import artifacts, paths
 from ...results import models_applies, models_forest, models_frame, models_latex
 from ...stats import precision_margin_figure
 from ..common import model_comparison, option_mass, quantifier_stats, rules, verdicts
@@ -15,7 +16,6 @@ from .scores import load_scores
 from .twins import originals
 
 
-Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, order: list[str] | None = None,
@@ -153,7 +153,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
     several = "models" in a.tables and len(a.tables["models"]) > 1
     if several:
         figs["forest_models"] = models_forest(a.summary)
-    return analysis_run.write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
+    return write_analysis(a, run_dir, figs, latex=PAPER_TABLES, index=("appendix_b",),
                                     tex={"models": models_latex(a.summary)} if "models" in a.tables else {})
 
 
@@ -193,7 +193,7 @@ def parameters(run_dir, scores: pd.DataFrame) -> dict:
     return out
 
 
-STEPS = analysis_run.Steps(
+STEPS = Steps(
     params=MonotonicityParams,
     load=lambda run_dir, params: load_scores(run_dir, include_limited=params.include_limited, twins=True),
     compute=_compute, write=write, id_column="prompt_id",
@@ -202,7 +202,7 @@ STEPS = analysis_run.Steps(
 
 def analyze_run(run_dir, params: MonotonicityParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``: precision sensitivity with the pooled gap as the headline at each precision). ``params``: a
+    (``analysis.run_analysis``: precision sensitivity with the pooled gap as the headline at each precision). ``params``: a
     ``MonotonicityParams``, or its fields as keywords (``n_boot``, ``seed``, ``include_limited``, ``rules_k``,
     ``use_r``; the record holds their defaults), checked before anything in the run changes."""
-    return analysis_run.run(run_dir, STEPS, MonotonicityParams.of(params, options))
+    return run_analysis(run_dir, STEPS, MonotonicityParams.of(params, options))

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ... import analysis_run, artifacts
+from ...analysis import Analysis, Steps, run_analysis, write_analysis
+from ... import artifacts
 from ...results import fmt_alpha, fmt_num, generic_text, plural, sentence
 from ...records import Summary
 from ...stats import ALPHA
@@ -35,7 +36,6 @@ def load_negation_scores(run_dir, include_limited: bool = False) -> pd.DataFrame
     return df
 
 
-Analysis = analysis_run.Analysis
 LATEX = ("table1_ppl", "table1_log_ppl", "main_effects_ppl", "main_effects_log_ppl")
 
 
@@ -115,10 +115,10 @@ def write(a: Analysis, run_dir) -> list[Path]:
     """Tables as CSV (+ LaTeX for the paper's Table 1 and the main effects), the interaction figure as PNG and PDF,
     summary.json."""
     figs = {} if a.tables["predicted"].empty else {"interaction": interaction_plot(a.tables["predicted"])}
-    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
+    return write_analysis(a, run_dir, figs, latex=LATEX, float_format="%.3g", skip=("predicted",))
 
 
-STEPS = analysis_run.Steps(
+STEPS = Steps(
     params=NegationParams,
     load=lambda run_dir, params: load_negation_scores(run_dir, include_limited=params.include_limited),
     compute=lambda scores, run_dir, params: compute(scores, params),
@@ -129,10 +129,10 @@ STEPS = analysis_run.Steps(
 
 def analyze_run(run_dir, params: NegationParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``).
+    (``analysis.run_analysis``).
 
     ``params``: a ``NegationParams``, or its fields as keywords (``use_r``: lme4/lmerTest when R has them, else
     statsmodels MixedLM; False: statsmodels; ``include_limited``; ``seed``, there because every analysis takes one:
     nothing in these fits is drawn at random), checked before anything in the run changes.
     """
-    return analysis_run.run(run_dir, STEPS, NegationParams.of(params, options))
+    return run_analysis(run_dir, STEPS, NegationParams.of(params, options))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...analysis_params import AnalysisParams, use_r_field
+from ...analysis import AnalysisParams, use_r_field
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ... import analysis_run, studies
+from ...analysis import Analysis, Steps, run_analysis, write_analysis
+from ... import studies
 from ...stats import precision_margin_figure
 from ...results import generic_text, plural
 from ...runstore import load_scores
@@ -15,7 +16,6 @@ from .params import PersonasParams
 LATEX_TABLES = ("accuracy", "dif", "null_comparison", "categories", "models", "accuracy_vs_dif")
 
 
-Analysis = analysis_run.Analysis
 
 
 def compute(scores: pd.DataFrame, params: PersonasParams | None = None, **options) -> Analysis:
@@ -71,7 +71,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
             "accuracy_vs_bias": plots.accuracy_vs_bias(a.tables["models"], a.tables["accuracy_vs_dif"])}
     if variants is not None:
         figs["precision_margins"] = precision_margin_figure(variants, studies.get("personas").spec.id_column)
-    return analysis_run.write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
+    return write_analysis(a, run_dir, figs, latex=LATEX_TABLES)
 
 
 def headline(scores: pd.DataFrame, params: PersonasParams) -> dict:
@@ -84,7 +84,7 @@ def headline(scores: pd.DataFrame, params: PersonasParams) -> dict:
     return {"estimate": r["estimate"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p": r["p_welch"]}
 
 
-STEPS = analysis_run.Steps(
+STEPS = Steps(
     params=PersonasParams,
     load=lambda run_dir, params: load_scores(run_dir, studies.get("personas").spec,
                                              include_limited=params.include_limited),
@@ -95,7 +95,7 @@ STEPS = analysis_run.Steps(
 
 def analyze_run(run_dir, params: PersonasParams | None = None, **options) -> Analysis:
     """Load every complete model's scores in ``run_dir`` (limited runs too when asked), compute all tables, write them
-    (``analysis_run.run``: precision sensitivity with the real − null bias as the headline at each precision).
+    (``analysis.run_analysis``: precision sensitivity with the real − null bias as the headline at each precision).
     ``params``: a ``PersonasParams``, or its fields as keywords (``min_overlap``, ``n_resamples``, ``alternative``,
     ``seed``, ``include_limited``; the record holds their defaults), checked before anything in the run changes."""
-    return analysis_run.run(run_dir, STEPS, PersonasParams.of(params, options))
+    return run_analysis(run_dir, STEPS, PersonasParams.of(params, options))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...analysis_params import AnalysisParams
+from ...analysis import AnalysisParams
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 

@@ -2,7 +2,7 @@
 field's metadata, all of them checked once, when the record is built.
 
 Each study's record (``nbutils/studies/<study>/params.py``) and the cue profile's (``nbutils/analyses/cues/params.py``)
-derive from ``AnalysisParams``; ``analysis_run.run`` takes the record, and the study's steps read its attributes. The
+derive from ``AnalysisParams``; ``analysis.run_analysis`` takes the record, and the study's steps read its attributes. The
 notebooks (through the study's ``analyze_run``), the sweep (its ``analyze`` block, before anything is written) and
 ``nbutils run`` build it with the same call, ``from_mapping``. Adding a parameter is adding a field::
 
@@ -20,8 +20,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .checks import KIND_WORDS, int_words, is_int, must_be
-from .stats import N_BOOT
+from ..checks import KIND_WORDS, int_words, is_int, must_be
+from ..stats import N_BOOT
 
 
 def n_boot_field():
@@ -30,7 +30,7 @@ def n_boot_field():
 
 
 def use_r_field():
-    """The ``use_r`` field of a study that fits a model in R (``analysis_run``'s docstring says what it means)."""
+    """The ``use_r`` field of a study that fits a model in R (``nbutils.analysis``'s ``_run`` says what it means)."""
     return field(default=True, metadata={"true": "R's fit when R has its packages",
                                          "help": "fit with R's packages when R has them, else the Python stand-in"})
 

@@ -25,10 +25,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from . import artifacts, labels, paths, runlock
-from .stats import compare_precisions
-from .analysis_params import AnalysisParams
-from .runstore import Run, excluded_notes, split_precisions
+from .. import artifacts, labels, paths, runlock
+from ..stats import compare_precisions
+from ._params import AnalysisParams
+from ..runstore import Run, excluded_notes, split_precisions
 
 
 @dataclass
@@ -67,7 +67,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
                     replaces: bool, tex: dict) -> list[Path]:
     import matplotlib.pyplot as plt
 
-    from .records import summary_json
+    from ..records import summary_json
 
     run = Run.of(run_dir)
     if replaces:
@@ -107,7 +107,7 @@ def _write_analysis(a: Analysis, run_dir, figures: dict, latex, index, skip, flo
         a.text = labels.markdown_text(a.text, names)
         files.append(artifacts.write_text(a.text, run.results_path))
     if replaces and a.summary.get("records") is not None:  # the headline for scripts (the cue profile adds none)
-        from .results import entries
+        from ..results import entries
 
         a.summary["headline"] = artifacts.json_clean(entries(a.summary))
         a.summary["analysed"] = artifacts.now_utc()  # a report refuses an executed notebook older than this
