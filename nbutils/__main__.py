@@ -16,16 +16,17 @@ import sys
 def _cli_params(notebook: str, pairs: list) -> dict:
     """The -p values typed as the notebook declares them (``nbutils.parameters.from_cli``): a ``str`` parameter keeps
     the text as typed, any other is read as YAML."""
-    from . import parameters, paths
+    from .sweep import declared_parameters, parameter_from_cli
+    from . import paths
 
     nb = paths.resolve(notebook)
-    types = parameters.declared(notebook) if nb.suffix == ".ipynb" and nb.is_file() else {}
+    types = declared_parameters(notebook) if nb.suffix == ".ipynb" and nb.is_file() else {}
     for k in dict.fromkeys(n for n, _ in pairs):
         values = [v for n, v in pairs if n == k]
         if len(values) > 1:
             raise ValueError(f"{k}: -p gives it {len(values)} times ({', '.join(map(repr, values))}); give it once "
                              "(a key given twice in a -f file is refused too)")
-    return {k: parameters.from_cli(v, k, types.get(k, (None,))[0]) for k, v in pairs}
+    return {k: parameter_from_cli(v, k, types.get(k, (None,))[0]) for k, v in pairs}
 
 
 def _count(text: str) -> int:
@@ -174,7 +175,7 @@ def _import(args) -> int:
     """``import``: the logs written as a custom-study run, then (unless ``--no-analysis``) its analysis notebook, the
     results' headline lines and the report, as ``run`` prints them."""
     from .imports import import_logs
-    from .notebooks import run_notebook
+    from .sweep import run_notebook
     from .studies import get, params_of_notebook
 
     done = import_logs(args.tool, args.logs, args.run_dir, args.group_by, args.label or None, args.overwrite)
@@ -250,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if report.failed else 0
         if args.command == "run":
             from .model_files import resolve_params
-            from .notebooks import load_yaml, run_notebook
+            from .artifacts import load_yaml
+            from .sweep import run_notebook
             from .studies import params_of_notebook
 
             params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
@@ -301,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # noqa: BLE001 - a failed notebook: its real error in one line
-        from .notebooks import error_line
+        from .sweep import error_line
 
         print(f"error: {error_line(err)}", file=sys.stderr)
         return 1

@@ -83,6 +83,28 @@ def read_yaml(text: str, source: str):
         raise ValueError(f"{source} is not valid YAML ({problem}{where}{hint})") from None
 
 
+
+def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
+    """Read a YAML mapping strictly (a key given twice is an error naming it and its lines); unknown keys are an error
+    naming the file and the allowed keys."""
+    p = paths.resolve(path)
+    if not p.exists():
+        raise ValueError(f"{what}: {p} does not exist")
+    if not p.is_file():
+        raise ValueError(f"{what}: {p} is not a file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ValueError(f"{what}: {p} is not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); "
+                         "save it as UTF-8") from None
+    data = read_yaml(text, f"{what}: {p}") or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
+    if allowed is not None and set(data) - allowed:
+        raise ValueError(f"{what}: {p} has unknown keys {sorted(set(data) - allowed)}; allowed: {sorted(allowed)}")
+    return data
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()

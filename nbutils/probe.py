@@ -30,7 +30,7 @@ def _spec(options, gold, systems) -> DatasetSpec:
 def _settings(model, params: dict):
     """The resolved-to-be settings of a model name or a model file (``.yaml``), with ``params`` on top."""
     from .engine.settings import EngineSettings
-    from .notebooks import load_yaml
+    from .artifacts import load_yaml
 
     spec = _spec(("Yes", "No"), None, None)
     if isinstance(model, (str, Path)) and str(model).endswith((".yaml", ".yml")):

@@ -43,8 +43,9 @@ def check_params(cfg: dict, source) -> None:
     generate notebook at every seed; every model file as the sweep checks it (``sweep.check_sweep``, which writes
     nothing); the ladder's files all name one adapter at distinct strengths, and the decoy another adapter."""
     from nbutils import paths
-    from nbutils.notebooks import check_parameters, load_yaml
-    from nbutils.parameters import declared
+    from nbutils.artifacts import load_yaml
+    from nbutils.sweep import check_parameters
+    from nbutils.sweep._parameters import declared
     from nbutils.studies import get
     from nbutils.studies.monotonicity.dataset import validate_parameters
     from nbutils.studies.monotonicity.params import MonotonicityParams
@@ -103,7 +104,7 @@ def check_params(cfg: dict, source) -> None:
 def read_params(path) -> dict:
     """The validation's parameter file, every key checked (an error naming the key and the file)."""
     from nbutils import artifacts, paths
-    from nbutils.notebooks import load_yaml
+    from nbutils.artifacts import load_yaml
 
     cfg = load_yaml(path, KEYS, "validation")
     for key in ("run_root", "dataset", "seeds", "ladder"):
@@ -257,7 +258,7 @@ def main(argv=None) -> int:
             return 2
         print(f"validation: {len(files)} files copied into {args.sample_only}")
         return 0
-    from nbutils.notebooks import run_notebook
+    from nbutils.sweep import run_notebook
 
     root = paths.resolve(cfg["run_root"])
     root.mkdir(parents=True, exist_ok=True)

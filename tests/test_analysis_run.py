@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from nbutils.analysis import _params as analysis_params, _run as analysis_run
-from nbutils import artifacts, parameters, paths, records, runstore, studies
+from nbutils import artifacts, paths, records, runstore, studies
+from nbutils.sweep import _parameters as parameters
 from nbutils.analyses.cues import analysis as cues
 from nbutils.studies.custom import analysis as custom
 from nbutils.studies.monotonicity import analysis as monotonicity

@@ -18,7 +18,8 @@ import pytest
 import submitit
 import yaml
 
-from nbutils import cluster, executors, paths
+from nbutils.sweep import _cluster as cluster, _executors as executors
+from nbutils import paths
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
 from simulated_runs import comparable_bytes

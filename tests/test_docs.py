@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from nbutils import __main__ as cli
-from nbutils import colab, notebooks, paths, sweep
+from nbutils import __main__ as cli, colab, paths
+from nbutils.sweep import _papermill as notebooks, _sweep as sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -161,7 +161,7 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
         calls.append(("cluster", name))      # a SLURM login node is checked here up to the point where it asks SLURM
 
     monkeypatch.setattr(notebooks, "run_notebook", run_notebook)
-    monkeypatch.setattr(sweep.executors, "check_host", cluster_host)
+    monkeypatch.setattr(sweep, "check_host", cluster_host)
     monkeypatch.setattr(sweep, "run_lock", stop)
     monkeypatch.setattr(sweep, "execute", stop)
     monkeypatch.setattr(sweep, "write_report", stop)

@@ -16,9 +16,9 @@ from nbutils import artifacts, paths, runstore, studies
 from nbutils.engine import models, run as scoring
 from nbutils.studies.monotonicity import dataset as mono
 from nbutils.studies.negation import dataset as neg
-from nbutils.notebooks import check_parameters
+from nbutils.sweep import check_parameters
 from nbutils.score_settings import ScoreSettings
-from nbutils.sweep import run_lock, run_sweep
+from nbutils.sweep._sweep import run_lock, run_sweep
 
 ROOT = paths.repo_root()
 SPEC = studies.get("monotonicity").spec
@@ -446,7 +446,7 @@ def _cli(argv, capsys) -> tuple[int, str]:
 def no_notebook_runs(monkeypatch):
     """The papermill runner replaced by a recorder (``notebooks.execute``, which `nbutils run` calls, and the sweep's
     own reference to it): what would have been executed, without a kernel."""
-    from nbutils import notebooks, sweep
+    from nbutils.sweep import _papermill as notebooks, _sweep as sweep
 
     calls = []
 
@@ -597,7 +597,7 @@ def test_the_kernels_a_lock_holder_starts_write_under_its_lock(run):
 
 
 def test_a_sweep_whose_dataset_changes_under_it_stops_and_does_not_analyse(tmp_path, monkeypatch):
-    from nbutils import sweep
+    from nbutils.sweep import _sweep as sweep
 
     run_dir = tmp_path / "run"
     steps = []
@@ -625,7 +625,7 @@ def test_a_kernel_that_dies_before_its_handshake_is_started_again_and_other_erro
     import nbformat
     import papermill as pm
 
-    from nbutils import notebooks
+    from nbutils.sweep import _papermill as notebooks
 
     calls = []
 
@@ -666,7 +666,7 @@ def test_an_executed_notebook_replaces_a_planted_link_instead_of_writing_through
     import nbformat
     import papermill as pm
 
-    from nbutils.notebooks import execute
+    from nbutils.sweep._papermill import execute
 
     def fake_papermill(src, out, **kw):  # papermill writes the executed copy to the path it is given
         nbformat.write(nbformat.v4.new_notebook(), out)
@@ -753,7 +753,7 @@ def test_rules_k_defaults_to_what_the_dataset_allows():
     from nbutils.studies.common import rules
 
     assert check_parameters(ANALYZE, {"rules_k": None}, "-p") is None
-    from nbutils import parameters
+    from nbutils.sweep import _parameters as parameters
     assert parameters.declared(ANALYZE)["rules_k"][1] is None
     four = mono.generate_prompts(["more than 1/2", "less than 1/2"], prompts_per_concept=4, n_examples=4)
     scores = four.assign(model="m", pred_yes=np.arange(len(four)) % 2 == 0)

@@ -218,7 +218,7 @@ def test_the_control_adapter_resolves_the_same_from_any_folder(tmp_path, monkeyp
 
 
 def yaml_params(path) -> dict:
-    from nbutils.notebooks import load_yaml
+    from nbutils.artifacts import load_yaml
 
     return load_yaml(path, None, "model")
 

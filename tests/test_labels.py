@@ -90,7 +90,7 @@ def test_the_sweep_refuses_two_model_files_with_one_label_before_anything_runs(t
 
 def test_a_changed_label_is_written_to_the_sidecar_without_scoring_again(tmp_path):
     """The sweep's skip of a model already scored: a new label replaces the sidecar's, the scores stay as written."""
-    from nbutils.sweep import _relabel
+    from nbutils.sweep._sweep import _relabel
 
     run = tmp_path / "control"
     shutil.copytree(CONTROL, run)

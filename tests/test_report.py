@@ -428,7 +428,7 @@ def test_a_custom_study_whose_groups_are_html_gives_a_page_where_they_are_text(t
     from nbutils.engine.models import load_model
     from nbutils.engine.run import score_run
     from nbutils.studies.custom import dataset
-    from nbutils.notebooks import execute
+    from nbutils.sweep._papermill import execute
 
     rows = [{"question": f"There are 10 pens. Alice has {k} of the 10 pens. Does Alice have more than half?",
              "gold": "Yes" if k > 5 else "No", "id": f"s{k}", "group": g}
@@ -488,7 +488,7 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
 def test_the_end_of_a_sweep_prints_the_headline_and_where_the_report_is(run):
     """What ``python -m nbutils sweep`` prints last (``SweepReport.lines``): the results' title, their table (from
     summary.json) and findings, as plain text, then the results file and the report, and what the sweep did last."""
-    from nbutils.sweep import SweepReport
+    from nbutils.sweep._sweep import SweepReport
 
     executed(run, [nbformat.v4.new_markdown_cell("# Analyze")])
     artifacts.write_text("**Is upward learned better?**\n\n2 concepts at 5 thresholds.\n\n- m, concept learning: "

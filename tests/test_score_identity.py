@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from nbutils import artifacts, cluster, paths, runstore, score_settings, studies
+from nbutils import artifacts, paths, runstore, score_settings, studies
+from nbutils.sweep import _cluster as cluster
 from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.score_settings import IDENTITY_KEYS, ScoreSettings, Undecided
 
@@ -148,7 +149,7 @@ def test_invalid_parameters_are_never_already_scored_and_keep_their_name(tmp_pat
 
 
 def test_the_sweep_sets_aside_a_models_files_and_shards_made_with_other_settings(tmp_path, capsys):
-    from nbutils import sweep
+    from nbutils.sweep import _sweep as sweep
 
     run = tmp_path / "run"
     before = dict(CHOICES, chat_template="never")

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nbutils import cluster, paths, scheduler
+from nbutils.sweep import _cluster as cluster, _scheduler as scheduler
+from nbutils import paths
 from nbutils.studies.monotonicity.dataset import generate_prompts, write_prompts
 from nbutils.sweep import run_sweep
 from simulated_runs import comparable_bytes

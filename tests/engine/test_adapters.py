@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from nbutils import adapters, artifacts, cluster, paths, runstore, score_settings, studies
+from nbutils import adapters, artifacts, paths, runstore, score_settings, studies
+from nbutils.sweep import _cluster as cluster
 from nbutils.engine import run as scoring
 from nbutils.engine.models import load_model
 from nbutils.engine.settings import EngineSettings

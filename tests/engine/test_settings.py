@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from nbutils import artifacts, cluster, paths, runstore, studies
+from nbutils import artifacts, paths, runstore, studies
+from nbutils.sweep import _cluster as cluster
 from nbutils.engine import models, run as scoring
 from nbutils.engine.loading.host import Host
 from nbutils.engine.settings import EngineSettings

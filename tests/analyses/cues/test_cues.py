@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from nbutils import notebooks, studies, sweep
-from nbutils.analyses.cues import features as feats
-from nbutils.analyses.cues import stats
+from nbutils.sweep import _papermill as notebooks, _sweep as sweep
+from nbutils import studies
+from nbutils.analyses.cues import features as feats, stats
 
 ALPHA = 0.05
 VOCAB = ["apple", "river", "table", "green", "house", "music", "paper", "stone", "cloud", "horse", "bread", "chair",

@@ -10,7 +10,7 @@ import pytest
 
 from nbutils import artifacts, studies
 from nbutils.paths import repo_root
-from nbutils.sweep import execute
+from nbutils.sweep._sweep import execute
 from notebook_checks import assert_figure, output_text, ran_clean
 
 ROOT = repo_root()

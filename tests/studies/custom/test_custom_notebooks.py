@@ -10,7 +10,7 @@ import pytest
 
 from nbutils import studies
 from nbutils.paths import repo_root
-from nbutils.sweep import execute, run_sweep
+from nbutils.sweep._sweep import execute, run_sweep
 from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()

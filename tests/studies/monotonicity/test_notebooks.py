@@ -20,7 +20,7 @@ from nbutils.runstore import _sidecar as score_sidecar
 from nbutils.paths import repo_root
 from nbutils.stats import r_available
 from nbutils.studies.monotonicity.dataset import generate_prompts
-from nbutils.sweep import execute, run_sweep
+from nbutils.sweep._sweep import execute, run_sweep
 from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()

@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbutils.studies.negation import dataset as negation
-from nbutils.studies.negation import stats as nstats
+from nbutils.studies.negation import dataset as negation, stats as nstats
 from nbutils.paths import repo_root
 from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv
 

@@ -13,7 +13,7 @@ from nbutils import studies
 from nbutils.paths import repo_root
 from nbutils.stats import RECORD_KEYS
 from nbutils.results._headline import short_reason
-from nbutils.sweep import execute
+from nbutils.sweep._sweep import execute
 from notebook_checks import assert_figure, assert_tables_compile, assert_tex_matches_csv, output_text, ran_clean
 
 ROOT = repo_root()

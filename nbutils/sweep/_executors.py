@@ -7,7 +7,7 @@ from pathlib import Path
 
 import submitit
 
-from .parameters import integer
+from ._parameters import integer
 
 EXECUTORS = ("local", "submitit-local", "slurm")
 JOB_NAME = "bias-probes"
@@ -95,7 +95,7 @@ def check_host(name: str, cluster: dict, source: str) -> None:
                          f"{' or '.join(missing)} on its PATH; run the sweep on the cluster's login node, or choose "
                          "executor: submitit-local (the same jobs on this machine) or local (one model after the other "
                          "here); to try a cluster on this machine: scripts/slurm_local.sh start")
-    from .scheduler import check_partition
+    from ._scheduler import check_partition
 
     check_partition(cluster, source)
 

@@ -25,12 +25,13 @@ from pathlib import Path
 
 import submitit
 
-from . import artifacts, paths, runlock, runstore, scheduler, score_settings
-from .runstore import read_sidecar
-from .executors import DEFAULT_POLL, make_executor
-from .notebooks import error_line, execute
+from .. import artifacts, paths, runlock, runstore, score_settings
+from ._scheduler import QUEUED, ClusterJob, submitit_log
+from ..runstore import read_sidecar
+from ._executors import DEFAULT_POLL, make_executor
+from ._papermill import error_line, execute
 
-ALIVE = scheduler.QUEUED  # SLURM states of a job not ended yet
+ALIVE = QUEUED  # SLURM states of a job not ended yet
 
 
 # ---------------------------------------------------------------- what one job does
@@ -178,20 +179,20 @@ class ClusterScoring:
         if not tasks:
             return []
         self.folder.mkdir(parents=True, exist_ok=True)
-        scheduler.ClusterJob.watcher.listen(self.note)
+        ClusterJob.watcher.listen(self.note)
         attached, tasks = self._reattach(tasks)
         new = []
         if tasks:
             ex = make_executor(self.kind, self.folder, self.cluster)
             root = str(paths.root())
-            with scheduler.submitit_log(self.log), ex.batch():
+            with submitit_log(self.log), ex.batch():
                 pending = [ex.submit(ScoreJob(), root, self.notebook,
                                      str(paths.executed_notebook(self.run, self.notebook, t.name)),
                                      t.job_params(self.run, self.study), self.kernel,
                                      os.environ.get(runlock.TOKENS_ENV, "")) for t in tasks]
             new = list(pending)
             if self.kind == "slurm":  # their states from the scheduler that is there (with or without accounting)
-                new = [scheduler.ClusterJob(self.folder, j.job_id) for j in new]
+                new = [ClusterJob(self.folder, j.job_id) for j in new]
         self.jobs = [j for j, _ in attached] + new
         self.tasks = [t for _, t in attached] + tasks
         self._record()
@@ -217,7 +218,7 @@ class ClusterScoring:
         attached, rest = [], []
         for t in tasks:
             if t.name in old:
-                job = scheduler.ClusterJob(self.folder, old[t.name])
+                job = ClusterJob(self.folder, old[t.name])
                 try:
                     state = str(job.state).upper()
                 except Exception:  # noqa: BLE001 - sacct did not answer: submit it again rather than wait forever
@@ -245,7 +246,7 @@ class ClusterScoring:
         """Until every job has ended: a progress line per interval (and when a job ends); returns the failures
         (task name → error line), each printed with its log."""
         every = every or self.cluster.get("poll_seconds", DEFAULT_POLL)
-        with scheduler.submitit_log(self.log):
+        with submitit_log(self.log):
             return self._watch(every)
 
     def _watch(self, every: float) -> dict[str, str]:

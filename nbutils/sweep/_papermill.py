@@ -1,7 +1,7 @@
 """The papermill runner: one notebook's parameters read and checked against its ``parameters`` cell, then executed.
 
 Below the sweep and the cluster jobs, which both run notebooks through it (``nbutils.sweep`` one after the other here,
-``nbutils.cluster`` one per job): parameter files are read strictly (``load_yaml``), every name and value is checked
+``nbutils.cluster`` one per job): parameter files are read strictly (``artifacts.load_yaml``), every name and value is checked
 against the notebook's own declarations (``nbutils.parameters``) before papermill starts it, the executed copy never
 writes through a link, and the kernel's stderr goes to the run's log. A failed notebook's real error is one line
 (``error_line``).
@@ -17,7 +17,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import adapters, artifacts, parameters, paths, runlock
+from .. import adapters, artifacts, paths, runlock
+from ._parameters import check_values, declared as declared_parameters
 
 
 WATCHED = ("score.ipynb",)  # notebooks that score rows: ``run_notebook`` prints their progress to the terminal
@@ -27,31 +28,9 @@ KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
 PROGRESS_EVERY = 20.0  # seconds between two progress lines
 
 
-def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
-    """Read a YAML mapping strictly (a key given twice is an error naming it and its lines); unknown keys are an error
-    naming the file and the allowed keys."""
-    p = paths.resolve(path)
-    if not p.exists():
-        raise ValueError(f"{what}: {p} does not exist")
-    if not p.is_file():
-        raise ValueError(f"{what}: {p} is not a file")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = err.object[:err.start].count(b"\n") + 1
-        raise ValueError(f"{what}: {p} is not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); "
-                         "save it as UTF-8") from None
-    data = artifacts.read_yaml(text, f"{what}: {p}") or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{what}: {p} must hold a mapping of parameter names to values")
-    if allowed is not None and set(data) - allowed:
-        raise ValueError(f"{what}: {p} has unknown keys {sorted(set(data) - allowed)}; allowed: {sorted(allowed)}")
-    return data
-
-
 def notebook_parameters(notebook: str) -> set[str]:
     """Names in the notebook's cell tagged ``parameters`` (what papermill can set)."""
-    return set(parameters.declared(notebook))
+    return set(declared_parameters(notebook))
 
 
 def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = (), record=None) -> None:
@@ -63,7 +42,7 @@ def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str,
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"{source}: unknown parameter(s) {unknown} for {notebook}; allowed: {sorted(allowed)}")
-    parameters.check_values(notebook, params, source)
+    check_values(notebook, params, source)
     if record is not None:
         record.from_mapping({k: v for k, v in params.items() if k in record.names()}, where=source)
 
@@ -154,7 +133,7 @@ def run_notebook(notebook: str, output: str | None, params: dict, kernel: str | 
     adapter = params.get("adapter")
     if isinstance(adapter, str) and adapter and adapters.is_local(adapter):
         adapters.read_config(adapters.local_folder(adapter), adapter)
-    declared = parameters.declared(notebook)
+    declared = declared_parameters(notebook)
     run_dir = params.get("run_dir", declared.get("run_dir", (None, None))[1])
     record = paths.executed_notebook(run_dir or "outputs/adhoc", notebook)
     out = check_output(output, nb, record) if output else record

@@ -13,10 +13,12 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifacts, cluster, executors, model_files, paths, runlock, runstore, score_settings, studies
-from .runstore import Run, read_sidecar, write_sidecar
-from .notebooks import Progress as _Progress, check_parameters, error_line, execute, load_yaml, notebook_parameters
-from .report import write_report
+from .. import artifacts, model_files, paths, runlock, runstore, score_settings, studies
+from ._cluster import ClusterScoring, ask_tty, merge as merge_cluster_jobs, plan as plan_cluster_jobs
+from ._executors import check_cluster, check_executor, check_host
+from ..runstore import Run, read_sidecar, write_sidecar
+from ._papermill import Progress as _Progress, check_parameters, error_line, execute, notebook_parameters
+from ..report import write_report
 
 SWEEP_KEYS = {"study", "run_dir", "dataset", "models", "analyze", "executor", "cluster"} | set(studies.RUN_ANALYSES)
 
@@ -38,8 +40,8 @@ class SweepReport:
         ends with its table, and the findings in words), where they are, then what the sweep did."""
         out = []
         if self.analyzed:
-            from .report import headline
-            from .results import opening, run_table_lines
+            from ..report import headline
+            from ..results import opening, run_table_lines
 
             out += [*opening(headline(self.run_dir), run_table_lines(self.run_dir)), "",
                     f"results in words: {paths.results_path(self.run_dir)}"]
@@ -112,10 +114,10 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
     keys and kinds, the executor and its ``cluster:`` block, the dataset parameters against the generate notebook,
     every model file as a ``ScoreSettings``, the ``analyze`` block (and a run analysis's block) as the analysis's
     parameter record. An error names the file, the key, the value and what is accepted."""
-    cfg = load_yaml(sweep_file, SWEEP_KEYS, "sweep") if sweep_file else {}
+    cfg = artifacts.load_yaml(sweep_file, SWEEP_KEYS, "sweep") if sweep_file else {}
     source = str(sweep_file or "the sweep")
-    executor = executors.check_executor(executor or cfg.get("executor") or "local", source)
-    cluster_cfg = executors.check_cluster(cfg.get("cluster"), source)
+    executor = check_executor(executor or cfg.get("executor") or "local", source)
+    cluster_cfg = check_cluster(cfg.get("cluster"), source)
     _check_kinds(cfg, source)
     for option, given in (("--study", study), ("--dataset", dataset), ("--kernel", kernel),
                           *(("--model", m) for m in models or ())):
@@ -136,11 +138,11 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
         raise ValueError("sweep: needs run_dir, dataset and at least one model file (in the sweep file or as options)")
     run = Run(paths.check_run_dir(run_dir))  # a file, the root, an empty path or a name too long are refused there
     # every parameter file is checked against its notebook before anything runs
-    ds = model_files.resolve_params(load_yaml(dataset, None, "dataset"), dataset)
+    ds = model_files.resolve_params(artifacts.load_yaml(dataset, None, "dataset"), dataset)
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
     model_params = []
     for m in models:
-        p = model_files.resolve_params(load_yaml(m, None, "model"), m)  # its paths: one rule (model_files)
+        p = model_files.resolve_params(artifacts.load_yaml(m, None, "model"), m)  # its paths: one rule (model_files)
         check_parameters(nbs["score"], p, f"model {m}", fixed=("run_dir", "study")
                          + (("shard_index", "num_shards") if executor != "local" else ()))
         if "model" not in p:
@@ -170,7 +172,7 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
             check_parameters(nb, p, f"{key} block of {sweep_file}", fixed=("run_dir",),
                              record=studies.run_analysis_params(key))
             extra[key] = (nb, dict(p, run_dir=str(run)))
-    executors.check_host(executor, cluster_cfg, source)  # before anything is generated or written
+    check_host(executor, cluster_cfg, source)  # before anything is generated or written
     return SweepPlan(record, run, ds, model_params, analyze_params, extra, executor, cluster_cfg)
 
 
@@ -262,7 +264,7 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     shards = cfg.get("shards_per_model", 1)
     for p in model_params:
         _set_aside_changed(run, record.spec, p, shards)
-    models, tasks, skipped = cluster.plan(run, record.spec, model_params, shards)
+    models, tasks, skipped = plan_cluster_jobs(run, record.spec, model_params, shards)
     for slug in skipped:
         print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
     report.skipped += skipped
@@ -271,15 +273,15 @@ def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: lis
     merge_only = [slug for slug in models if not any(t.slug == slug for t in tasks)]
     if merge_only:
         print(f"[sweep] every shard of {', '.join(merge_only)} is scored already: merging", flush=True)
-    jobs = cluster.ClusterScoring(kind, run, record.name, record.notebooks["score"], cfg, kernel,
+    jobs = ClusterScoring(kind, run, record.name, record.notebooks["score"], cfg, kernel,
                                   out=lambda line: print(line, flush=True))
     try:
         jobs.submit(tasks)
         failed = jobs.wait() if jobs.jobs else {}
     except KeyboardInterrupt:
-        jobs.interrupted(ask or cluster.ask_tty)
+        jobs.interrupted(ask or ask_tty)
         raise
-    scored, bad = cluster.merge(run, models, shards, tasks, failed)
+    scored, bad = merge_cluster_jobs(run, models, shards, tasks, failed)
     report.scored += scored
     report.failed.update(bad)
     for slug, err in bad.items():

@@ -12,10 +12,10 @@ import ast
 import functools
 from pathlib import Path
 
-from . import paths
-from .analysis import n_boot_field
-from .checks import int_words, is_int
-from .score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
+from .. import paths
+from ..analysis import n_boot_field
+from ..checks import int_words, is_int
+from ..score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
 
 
 def integer(lo: int, hi: int | None = None, none: bool = False):
@@ -99,7 +99,7 @@ def _quoted(text: str) -> bool:
 def from_cli(text: str, name: str, type_name: str | None):
     """A ``-p`` value: the text as typed for a ``str`` parameter (unquoted when it is a quoted YAML string), else YAML
     (numbers, booleans, null, lists, mappings), else the text; a mapping that gives a key twice is an error."""
-    from .artifacts import DuplicateKeyError, read_yaml
+    from ..artifacts import DuplicateKeyError, read_yaml
 
     if type_name == "str" and not _quoted(text):
         return text
