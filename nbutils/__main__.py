@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             return _show(args)
         if args.command == "runs":
-            from .run_index import index_lines
+            from .report import index_lines
 
             return _print_lines(index_lines(args.dir))
         if args.command == "sweep":

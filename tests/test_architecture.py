@@ -1,11 +1,13 @@
 """The bands of ``nbutils`` and the arrows allowed between them, read from one table (``BANDS``, ``ARROWS``); no import
-circle anywhere in the package; no module longer than ``MAX_LINES``.
+circle anywhere in the package; no module longer than ``MAX_LINES``; each wing's face names what the rest may use.
 
 Every import counts, at any depth of a file (a function's own ``from .x import y`` too), absolute or relative. From top
-to bottom: the command line; the scoring call for a notebook cell (``probe``); the sweep; the run's report and the sample runs; the cluster jobs; the executors; the
-papermill runner; other tools' log imports; run analyses; studies; shared study code; the registry; the engine (its run loop on top, then the
-scorers, model loading, the scoring settings, the host's facts they are decided from, the maths); the base (paths,
-artifacts, stats, spec, runstore, …).
+to bottom: the command line; the scoring call for a notebook cell (``probe``); the sweep wing's sweep; the report wing
+and a run's items; the sample runs; the notebooks' tables; the sweep wing's cluster jobs, executors and papermill
+runner; other tools' log imports; run analyses; studies; shared study code; the registry; the analysis wing; the engine
+(its run loop on top, then the scorers, model loading, the scoring settings, the host's facts they are decided from,
+the maths); then the floors every band above may stand on: the run store wing, the files floor (writes, labels, the
+scoring settings without torch), the results wing, the statistics wing and the ground floor (paths, records, checks).
 
 Studies never import each other, and no study or run analysis imports code by a string (``importlib``): every arrow
 between them is a static import this test sees. The registry alone resolves strings, and only its own records'."""
@@ -36,18 +38,21 @@ BANDS: dict[str, tuple[str, ...]] = {
     "cli": ("nbutils.__main__",),
     # a notebook cell's scoring call: the score notebook's settings, loading and scorer, without a run directory
     "probe": ("nbutils.probe",),
-    "sweep": ("nbutils.sweep",),
-    "report": ("nbutils.report", "nbutils.report.*", "nbutils.items", "nbutils.run_index"),  # the report wing
+    # the sweep wing, in four rooms: the sweep (and the wing's face), the cluster jobs, the executors, the papermill runner
+    "sweep": ("nbutils.sweep", "nbutils.sweep._sweep"),
+    "report": ("nbutils.report", "nbutils.report.*", "nbutils.items"),  # the report wing, and a run's items
     "samples": ("nbutils.samples",),
-    "cluster": ("nbutils.cluster",),
-    "executors": ("nbutils.executors", "nbutils.scheduler"),
-    "notebooks": ("nbutils.notebooks",),
+    "display": ("nbutils.display",),  # the notebooks' tables
+    "cluster": ("nbutils.sweep._cluster",),
+    "executors": ("nbutils.sweep._executors", "nbutils.sweep._scheduler"),
+    "papermill": ("nbutils.sweep._papermill", "nbutils.sweep._parameters"),
     "log imports": ("nbutils.imports", "nbutils.imports.*"),  # other tools' logs written as a custom-study run
     "run analysis": ("nbutils.analyses.*",),
     "run analyses": ("nbutils.analyses",),
     "study": ("nbutils.studies.*",),
     "shared study code": ("nbutils.studies.common", "nbutils.studies.common.*"),
     "registry": ("nbutils.studies",),
+    "analysis": ("nbutils.analysis", "nbutils.analysis.*"),  # the analysis wing: the skeleton and parameter records
     "engine run": ("nbutils.engine.run",),
     "engine scorers": ("nbutils.engine.scorer", "nbutils.engine.scorers", "nbutils.engine.choice_scorer"),
     "engine loading": ("nbutils.engine.models", "nbutils.engine.loading.*"),  # carries out the settings
@@ -58,34 +63,49 @@ BANDS: dict[str, tuple[str, ...]] = {
     "engine maths": ("nbutils.engine.batching", "nbutils.engine.choices", "nbutils.engine.split", "nbutils.engine.sentences",
                      "nbutils.engine.calibration"),
     "engine": ("nbutils.engine", "nbutils.engine.loading"),  # the packages (the check that the score extra is there)
-    "base": ("nbutils", "nbutils.*", "nbutils.score_settings"),  # the scoring settings without torch, with the base
+    "run store": ("nbutils.runstore", "nbutils.runstore.*"),  # the run store wing: datasets, score files, sidecars
+    # the files floor: writes and tables, labels, an adapter's files, the scoring settings without torch, model files
+    "files": ("nbutils.artifacts", "nbutils.labels", "nbutils.adapters", "nbutils.score_settings", "nbutils.model_files",
+              "nbutils.colab"),
+    "results": ("nbutils.results", "nbutils.results.*"),  # the results wing: words, readings, tables
+    "stats": ("nbutils.stats", "nbutils.stats.*"),  # the statistics wing
+    # the ground floor: small shared modules that import no other part of the package
+    "ground": ("nbutils", "nbutils.paths", "nbutils.records", "nbutils.checks", "nbutils.spreadsheet", "nbutils.spec",
+               "nbutils.runlock"),
 }
+FLOORS = {"run store", "files", "results", "stats", "ground"}  # what every band above the engine may stand on
 # What each band may import besides its own band (a study or a run analysis: only its own folder). Every arrow points
 # down the table; no band imports "engine run" (the run loop is called by the score notebook, never imported).
 ARROWS: dict[str, set[str]] = {
-    "cli": {"sweep", "report", "samples", "notebooks", "log imports", "registry", "base"},
-    "probe": {"notebooks", "engine scorers", "engine loading", "engine settings", "engine", "base"},
-    "sweep": {"report", "cluster", "executors", "notebooks", "registry", "base"},
-    "report": {"registry", "base"},
-    "samples": {"registry", "base"},
-    "cluster": {"executors", "notebooks", "base"},
-    "executors": {"base"},
-    "notebooks": {"base"},
-    "log imports": {"registry", "base"},
-    "run analysis": {"shared study code", "registry", "base"},
-    "run analyses": {"base"},
-    "study": {"shared study code", "registry", "engine settings", "engine maths", "engine", "base"},
-    "shared study code": {"base"},
-    "registry": {"base"},
+    "cli": {"sweep", "report", "samples", "log imports", "registry"} | FLOORS,
+    "probe": {"engine scorers", "engine loading", "engine settings", "engine", "files", "ground"},
+    "sweep": {"report", "cluster", "executors", "papermill", "registry"} | FLOORS,
+    "report": {"registry"} | FLOORS,
+    "samples": {"registry", "files", "ground"},
+    "display": {"results", "ground"},
+    "cluster": {"executors", "papermill", "run store", "files", "ground"},
+    "executors": {"papermill", "files", "ground"},
+    "papermill": {"analysis", "files", "ground"},
+    "log imports": {"registry"} | FLOORS,
+    "run analysis": {"shared study code", "registry", "analysis"} | FLOORS,
+    "run analyses": {"files", "ground"},
+    "study": {"shared study code", "registry", "analysis", "engine settings", "engine maths", "engine"} | FLOORS,
+    "shared study code": FLOORS,
+    "registry": {"run store", "ground"},
+    "analysis": FLOORS,
     "engine run": {"engine scorers", "engine loading", "engine settings", "engine host", "engine maths", "engine",
-                   "base"},
-    "engine scorers": {"engine settings", "engine maths", "engine", "base"},
-    "engine loading": {"engine settings", "engine host", "engine maths", "engine", "base"},
-    "engine settings": {"engine host", "engine maths", "engine", "base"},
-    "engine host": {"engine maths", "engine", "base"},
-    "engine maths": {"engine", "base"},
-    "engine": {"base"},
-    "base": set(),
+                   "run store", "files", "ground"},
+    "engine scorers": {"engine settings", "engine maths", "engine", "files", "ground"},
+    "engine loading": {"engine settings", "engine host", "engine maths", "engine", "files", "ground"},
+    "engine settings": {"engine host", "engine maths", "engine", "files", "ground"},
+    "engine host": {"engine maths", "engine", "files", "ground"},
+    "engine maths": {"engine", "files", "ground"},
+    "engine": {"ground"},
+    "run store": {"files", "stats", "ground"},
+    "files": {"results", "ground"},
+    "results": {"stats", "ground"},
+    "stats": {"ground"},
+    "ground": set(),
 }
 OWN_FOLDER_ONLY = {"study", "run analysis"}  # bands whose modules import their own folder, not a sibling's
 
@@ -250,16 +270,19 @@ def test_every_module_is_seen_and_in_its_band():
     assert {"nbutils.studies.common.quantifiers", "nbutils.studies.common.rules", "nbutils.studies.common.quantifier_stats",
             "nbutils.studies.common.prompt_files", "nbutils.analyses.cues.analysis"} <= names
     assert {"nbutils.engine.run", "nbutils.runstore", "nbutils.engine.choices", "nbutils.studies.monotonicity.analysis",
-            "nbutils.studies.negation.dataset", "nbutils.sweep", "nbutils.notebooks"} <= names
-    expected = {"nbutils.__main__": "cli", "nbutils.sweep": "sweep", "nbutils.cluster": "cluster",
-                "nbutils.notebooks": "notebooks", "nbutils.report": "report", "nbutils.samples": "samples",
+            "nbutils.studies.negation.dataset", "nbutils.sweep", "nbutils.sweep._papermill"} <= names
+    expected = {"nbutils.__main__": "cli", "nbutils.sweep": "sweep", "nbutils.sweep._cluster": "cluster",
+                "nbutils.sweep._papermill": "papermill", "nbutils.report": "report", "nbutils.samples": "samples",
                 "nbutils.studies.common.rules": "shared study code", "nbutils.studies.negation.stats": "study",
                 "nbutils.studies": "registry", "nbutils.analyses.cues.stats": "run analysis",
-                "nbutils.engine.run": "engine run", "nbutils.engine.batching": "engine maths",
-                "nbutils.runstore": "base", "nbutils.paths": "base", "nbutils": "base"}
+                "nbutils.analysis._run": "analysis", "nbutils.engine.run": "engine run",
+                "nbutils.engine.batching": "engine maths", "nbutils.runstore": "run store",
+                "nbutils.runstore._sidecar": "run store", "nbutils.score_settings": "files",
+                "nbutils.results._readings": "results", "nbutils.stats._firth": "stats", "nbutils.paths": "ground",
+                "nbutils": "ground"}
     assert {m: band(m) for m in expected} == expected
-    engine = [m for m in names if m.startswith("nbutils.engine") and band(m) == "base"]
-    assert not engine, f"{engine}: every engine module is named in one of the engine's bands of BANDS"
+    unplaced = [m for m in names if not any(fnmatchcase(m, p) for patterns in BANDS.values() for p in patterns)]
+    assert not unplaced, f"{unplaced}: every module is named in a band of BANDS (no band takes the rest)"
 
 
 @pytest.mark.parametrize("mod", sorted(GRAPH))
@@ -282,6 +305,41 @@ def test_no_module_imports_another_wings_private_modules_or_names():
     assert not new, f"private modules or names of another wing imported (use the wing's __init__): {new}"
     gone = sorted(set(KNOWN_PRIVATE_IMPORTS) - found)
     assert not gone, f"no longer imported: delete them from KNOWN_PRIVATE_IMPORTS: {gone}"
+
+
+def _is_face(init: Path) -> bool:
+    """An ``__init__`` that is only a face: its docstring, imports and ``__all__``."""
+    body = ast.parse(init.read_text()).body
+    return any(isinstance(n, ast.Assign) and n.targets[0].id == "__all__" for n in body) and all(
+        isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign)) or (isinstance(n, ast.Expr)
+                                                                     and isinstance(n.value, ast.Constant))
+        for n in body)
+
+
+FACES = sorted(p.parent for p in PKG.glob("*/__init__.py") if _is_face(p))
+
+
+def test_the_wings_are_faces():
+    assert {f.name for f in FACES} >= {"stats", "results", "runstore", "analysis", "sweep", "report"}
+
+
+@pytest.mark.parametrize("folder", FACES, ids=lambda w: w.name)
+def test_a_wings_face_lists_what_it_binds_and_what_other_wings_take(folder):
+    """A wing with a face (``__all__``): the list is exactly the public names its ``__init__`` imports (no name left
+    out, none listed that it does not bind), and every name another wing imports from it is on the list."""
+    name = module_name(folder / "__init__.py")
+    face = importlib.import_module(name)
+    tree = ast.parse((folder / "__init__.py").read_text())
+    bound = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+             for a in node.names}
+    assert sorted(face.__all__) == sorted(n for n in bound if not n.startswith("_")), name
+    taken = set()
+    for path in MODULES:
+        if wing(module_name(path)) == name:
+            continue
+        taken |= {t.rsplit(".", 1)[1] for t in imports_of(path) if t.rsplit(".", 1)[0] == name}
+    taken = {t for t in taken if not t.startswith("_") and f"{name}.{t}" not in GRAPH}
+    assert taken <= set(face.__all__), f"{name}: taken from outside but not on its face: {sorted(taken - set(face.__all__))}"
 
 
 def test_the_private_check_finds_a_planted_import_of_a_wings_internals(tmp_path):
@@ -321,14 +379,14 @@ def test_the_checks_find_a_planted_circle_and_upward_arrow_in_a_copy_of_the_pack
     shutil.copytree(PKG, copy, ignore=lambda d, names: [n for n in names if not (n.endswith(".py")
                                                                                   or (Path(d) / n).is_dir())
                                                         or n in ("__pycache__", "data")])
-    runner = copy / "notebooks.py"
-    runner.write_text(runner.read_text() + "\n\ndef _planted():\n    from .sweep import run_sweep\n\n    return run_sweep\n")
+    runner = copy / "sweep" / "_papermill.py"
+    runner.write_text(runner.read_text() + "\n\ndef _planted():\n    from ._sweep import run_sweep\n\n    return run_sweep\n")
     graph = import_graph(copy)
     assert set(graph) == set(GRAPH)
     planted = [c for c in circles(graph) if c not in circles(GRAPH)]
-    assert len(planted) == 1 and {"nbutils.notebooks", "nbutils.sweep"} <= planted[0], planted
-    assert "nbutils.notebooks → nbutils.sweep" in circle_text(graph, planted[0])
-    assert wrong_arrows(graph) == ["nbutils.notebooks (notebooks) imports nbutils.sweep (sweep)"]
+    assert len(planted) == 1 and {"nbutils.sweep._papermill", "nbutils.sweep._sweep"} <= planted[0], planted
+    assert "nbutils.sweep._papermill → nbutils.sweep._sweep" in circle_text(graph, planted[0])
+    assert wrong_arrows(graph) == ["nbutils.sweep._papermill (papermill) imports nbutils.sweep._sweep (sweep)"]
 
 
 def test_the_checks_find_a_planted_circle_between_two_modules(tmp_path):
@@ -343,13 +401,17 @@ def test_the_checks_find_a_planted_circle_between_two_modules(tmp_path):
 
 
 @pytest.mark.parametrize("source,target,band_of_target", [
-    ("nbutils.notebooks", "nbutils.cluster", "cluster"),  # the runner imports the cluster jobs
-    ("nbutils.cluster", "nbutils.sweep", "sweep"),  # the cluster imports the sweep
+    ("nbutils.sweep._papermill", "nbutils.sweep._cluster", "cluster"),  # the runner imports the cluster jobs
+    ("nbutils.sweep._cluster", "nbutils.sweep", "sweep"),  # the cluster imports the sweep
     ("nbutils.report", "nbutils.sweep", "sweep"),
+    ("nbutils.stats._inference", "nbutils.results", "results"),  # the statistics import the words
+    ("nbutils.results._words", "nbutils.artifacts", "files"),  # the words import the files floor
+    ("nbutils.runstore._reading", "nbutils.analysis", "analysis"),  # the run store imports the analysis skeleton
+    ("nbutils.paths", "nbutils.stats", "stats"),  # the ground floor imports a wing
     ("nbutils.engine.choices", "nbutils.engine.run", "engine run"),  # the maths imports the run loop
     ("nbutils.engine.batching", "nbutils.engine.models", "engine loading"),  # the maths imports model loading
     ("nbutils.engine.models", "nbutils.engine.scorer", "engine scorers"),  # loading imports a scorer
-    ("nbutils.runstore", "nbutils.engine.batching", "engine maths"),  # the base imports the engine
+    ("nbutils.runstore", "nbutils.engine.batching", "engine maths"),  # the run store imports the engine
     ("nbutils.studies.negation.stats", "nbutils.engine.run", "engine run"),
     ("nbutils.studies.negation.stats", "nbutils.studies.personas.stats", "study"),  # a sibling study
     ("nbutils.studies.common.rules", "nbutils.studies.monotonicity.dataset", "study"),
@@ -454,7 +516,7 @@ def test_every_analysis_has_one_entry_point_shape(module):
 
 
 def test_the_sweep_names_no_study():
-    text = (PKG / "sweep.py").read_text()
+    text = (PKG / "sweep" / "_sweep.py").read_text()
     for name in studies.REGISTRY:
         assert f'"{name}"' not in text, name
 

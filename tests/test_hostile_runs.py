@@ -13,10 +13,10 @@ import time
 import pandas as pd
 import pytest
 
-from nbutils import adapters, artifacts, freshness, model_files, paths, run_index, studies
+from nbutils import adapters, artifacts, model_files, paths, studies
+from nbutils.report import ReportError, _freshness as freshness, _run_index as run_index, write_report
 from nbutils.__main__ import main
 from nbutils.items import items
-from nbutils.report import ReportError, write_report
 from nbutils.score_settings import ScoreSettings
 from test_report import executed, code  # an executed analysis as papermill leaves it
 

@@ -403,7 +403,7 @@ def test_show_disagree_lists_both_models_answers_to_the_items_they_answer_differ
 
 
 def test_runs_prints_each_models_headline_the_ones_that_found_something_first():
-    from nbutils.run_index import _headlines
+    from nbutils.report._run_index import _headlines
 
     def rec(model, p, **kw):
         return {"test": "gee_bias_reduced", "term": "upward", "condition": "concept_learning", "estimate": 1.0,
@@ -433,7 +433,7 @@ def test_runs_says_each_models_reading_as_the_report_does_shortened():
     from nbutils.results import SHORT_METHODS
     from nbutils.results import reading
     from nbutils.results import fmt_p
-    from nbutils.run_index import _headlines, shorten
+    from nbutils.report._run_index import _headlines, shorten
 
     summary = artifacts.read_summary(SEEDS / "seed-33" / "summary.json")
     lines = _headlines(summary)

@@ -454,7 +454,7 @@ def test_property_a_headline_names_its_method_in_six_words_and_a_caveat_says_why
 def test_runs_and_the_report_call_the_same_records_found():
     """A one-sided test significant with its estimate on the side it does not look at is no finding, for the report's
     first table and for `nbutils runs` alike (one rule: ``results.found``)."""
-    from nbutils import run_index
+    from nbutils.report import _run_index as run_index
     from nbutils.report._html import headline_table
     from nbutils.records import summary_json
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from prose import says, text
 
-from nbutils import artifacts, paths, records, run_index, studies
+from nbutils import artifacts, paths, records, studies
+from nbutils.report import ReportError, _run_index as run_index, write_report
 from nbutils.analyses.cues import analysis as cues
 from nbutils.studies.custom import analysis as custom
 from nbutils.studies.monotonicity import analysis as monotonicity
 from nbutils.studies.negation import analysis as negation
 from nbutils.studies.personas import analysis as personas
-from nbutils.report import ReportError, write_report
 from nbutils.stats import record
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -165,7 +165,7 @@ def test_the_study_has_a_run_folder_a_report_and_a_line_in_runs(sample_study, ca
     is said on the page and in `runs`."""
     from bs4 import BeautifulSoup
 
-    from nbutils import run_index
+    from nbutils.report import _run_index as run_index
     from nbutils.__main__ import main
 
     run, code, printed = sample_study

@@ -23,7 +23,8 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from .. import artifacts, freshness, paths, runlock, studies
+from .. import artifacts, paths, runlock, studies
+from ._freshness import inputs as report_inputs, outside_record, stamp as stamp_inputs
 from ..runstore import Run, read_sidecar
 from ..results import table_rows
 from ..records import Summary, SummaryVersionError
@@ -99,7 +100,7 @@ def _write_report(run: Run, study: str | None, warn: Callable[[str], None] | Non
     title = f"{record.name}: {', '.join(models) if len(models) < 3 else f'{len(models)} models'} · run {run.name}"
     html = page(title, top, _about(run, record.name, nb, summary), alerts, toc,
                 [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)], items)
-    html = freshness.stamp(html, freshness.inputs(run, executed))  # what `runs` and a re-run compare with
+    html = stamp_inputs(html, report_inputs(run, executed))  # what `runs` and a re-run compare with
     artifacts.atomic_write(out, lambda p: p.write_text(html, encoding="utf-8"))
     return out
 
@@ -316,10 +317,10 @@ def ran_by(nb) -> dict:
 
 
 def _fresh(run: Run, analyze: str, nb, summary: dict, executed: Path) -> None:
-    """Refuse an executed analysis older than the run's ``summary.json`` (``freshness.outside_record``): the analysis
+    """Refuse an executed analysis older than the run's ``summary.json`` (``outside_record``): the analysis
     ran again since (in JupyterLab, say) and the page would show the earlier one's tables beside the newer results."""
     try:
-        why = freshness.outside_record(run, summary, executed, ran_by(nb).get("end_time"))
+        why = outside_record(run, summary, executed, ran_by(nb).get("end_time"))
     except ValueError as err:
         raise ReportError(f"report: {err}") from None
     if why:

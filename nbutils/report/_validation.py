@@ -13,7 +13,8 @@ from typing import Callable
 
 from markupsafe import Markup
 
-from .. import artifacts, freshness, paths, runlock, studies
+from .. import artifacts, paths, runlock, studies
+from ._freshness import inputs as report_inputs, stamp as stamp_inputs
 from ..studies import AcrossRuns
 from ._html import cell_html, page
 from ._page import ReportError, _figure_one, _read, _sections, _title_parts, nbformat_markdown
@@ -87,7 +88,7 @@ def write(run: Path, study: AcrossRuns, warn: Callable[[str], None] | None = Non
     html = page(f"{study.name}: the dose ladder and the decoy in {len(record.get('seeds') or [])} prompt sets · run "
                 f"{run.name}", top, about, alerts,
                 anchors, [(a, Markup("\n").join(s["html"])) for (a, _), s in zip(anchors, sections)])
-    html = freshness.stamp(html, freshness.inputs(run, executed))  # what `runs` and a re-run compare with
+    html = stamp_inputs(html, report_inputs(run, executed))  # what `runs` and a re-run compare with
     out = paths.report_path(run)
     if out.exists() and not out.is_file():
         raise ReportError(f"report: {out} is a folder, not a file, so the report cannot be written there; move or "

@@ -11,7 +11,6 @@ sentences need nothing of their own (negation, personas, custom prompts).
 """
 from __future__ import annotations
 
-import math
 import re
 from typing import Callable, Iterable
 

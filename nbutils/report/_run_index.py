@@ -13,10 +13,11 @@ import re
 import unicodedata
 from pathlib import Path
 
-from . import artifacts, freshness, paths, studies
-from .records import Record, SummaryVersionError, as_record
-from .results import entries, fmt_p, found, headline_records, phrase, short_method
-from .runstore import Run, load_scores, score_inventory
+from .. import artifacts, paths, studies
+from ._freshness import report_state
+from ..records import Record, SummaryVersionError, as_record
+from ..results import entries, fmt_p, found, headline_records, phrase, short_method
+from ..runstore import Run, load_scores, score_inventory
 
 
 
@@ -194,7 +195,7 @@ def describe(run: Run | Path) -> dict:
             damaged.append(f"summary: {err}")
     if summary is not None and nb_problem:
         damaged.append(f"executed analysis: {nb_problem}")
-    state = freshness.report_state(run, summary, executed, ended) if summary is not None else (
+    state = report_state(run, summary, executed, ended) if summary is not None else (
         "-" if spath.exists() else "not analysed")
     if state.startswith("damaged: "):
         damaged.append(state.removeprefix("damaged: "))
@@ -227,7 +228,7 @@ def _describe_across(run: Run, study: studies.AcrossRuns) -> dict:
     executed = run.executed_notebook(study.notebook)
     executed = executed if executed.is_file() else None
     ended, problem = _ended(executed)
-    state = freshness.report_state(run, summary, executed, ended)
+    state = report_state(run, summary, executed, ended)
     recorded = record.get("inputs") or {}
     if any(not (source / n).is_file() or artifacts.sha256_file(source / n) != h for n, h in recorded.items()):
         state = "runs it read analysed again since: run its notebook again"

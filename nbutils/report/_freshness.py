@@ -15,9 +15,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from . import artifacts, paths
-from .records import Summary
-from .runstore import Run
+from .. import artifacts
+from ..records import Summary
+from ..runstore import Run
 
 MARK = "nbutils-report-inputs"
 _STAMP = re.compile(r"<!-- " + MARK + r" (\{[^<>]*\}) -->")
