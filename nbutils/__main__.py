@@ -14,7 +14,7 @@ import sys
 
 
 def _cli_params(notebook: str, pairs: list) -> dict:
-    """The -p values typed as the notebook declares them (``nbutils.parameters.from_cli``): a ``str`` parameter keeps
+    """The -p values typed as the notebook declares them (``nbutils.sweep.parameter_from_cli``): a ``str`` parameter keeps
     the text as typed, any other is read as YAML."""
     from .sweep import declared_parameters, parameter_from_cli
     from . import paths

@@ -197,7 +197,7 @@ def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: 
     stem = Path(stem)
     safe = spreadsheet_safe(df)
     paths = [atomic_write(stem.with_suffix(".csv"), lambda p: safe.to_csv(p, index=index))]
-    if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.latex)
+    if latex:  # escaped, booktabs, human labels, split to fit a page (nbutils.results)
         from .results import latex_table
 
         tex = latex_table(df, float_format=float_format, index=index, **(latex if isinstance(latex, dict) else {}))

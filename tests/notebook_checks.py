@@ -35,7 +35,7 @@ def output_text(nb: nbformat.NotebookNode) -> str:
 
 
 def tex_parts(path: str | Path) -> list[tuple[list[str], list[list[str]]]]:
-    """Header and body cells of each part of a table as ``nbutils.latex`` writes it (booktabs rules; a tabular, or a
+    """Header and body cells of each part of a table as ``nbutils.results`` writes it (booktabs rules; a tabular, or a
     longtable whose head and foot come before its rows)."""
     lines = Path(path).read_text().splitlines()
     parts, i = [], 0
@@ -117,7 +117,7 @@ def assert_tex_matches_csv(stem: str | Path, float_format: str = "%.3f", formats
 
 
 def assert_tables_compile(run: str | Path) -> list[str]:
-    """Every ``tables/*.tex`` of a run compiles with pdflatex in a plain article (the packages ``nbutils.latex``
+    """Every ``tables/*.tex`` of a run compiles with pdflatex in a plain article (the packages ``nbutils.results``
     names) and fits the page: no line more than 2 pt too wide, nothing taller than a page that does not break. Returns the tables' names. Skips without pdflatex."""
     import re
     import shutil

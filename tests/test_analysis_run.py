@@ -1,7 +1,7 @@
-"""Every analysis of a run has one shape (``nbutils.analysis_run``): the steps in one order, precision sensitivity the
+"""Every analysis of a run has one shape (``nbutils.analysis``): the steps in one order, precision sensitivity the
 same in every study (compared with the study's headline where it has one, a note where it cannot compare), and
 ``use_r`` with one default and one meaning wherever a study fits a model in R. Its parameters are one frozen record
-per analysis (``nbutils.analysis_params``): checked once when built, defaults spelled once, the notebook's parameters
+per analysis (``nbutils.analysis``): checked once when built, defaults spelled once, the notebook's parameters
 cell the same names and defaults."""
 from __future__ import annotations
 

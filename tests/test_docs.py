@@ -160,7 +160,10 @@ def test_every_command_shown_is_accepted(where, command, monkeypatch, parameters
     def cluster_host(name, cluster, source):  # the live cluster is the host's, not the page's: a command shown for
         calls.append(("cluster", name))      # a SLURM login node is checked here up to the point where it asks SLURM
 
+    import nbutils.sweep
+
     monkeypatch.setattr(notebooks, "run_notebook", run_notebook)
+    monkeypatch.setattr(nbutils.sweep, "run_notebook", run_notebook)  # what the command line takes from the face
     monkeypatch.setattr(sweep, "check_host", cluster_host)
     monkeypatch.setattr(sweep, "run_lock", stop)
     monkeypatch.setattr(sweep, "execute", stop)

@@ -1,4 +1,4 @@
-"""A paper's table as LaTeX (``nbutils.latex.table``): the valid rows first, an invalid row after them with its
+"""A paper's table as LaTeX (``nbutils.results.table``): the valid rows first, an invalid row after them with its
 estimates left out and the caption saying so; p-values as the report writes them; tests named in words."""
 from __future__ import annotations
 

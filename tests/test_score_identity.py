@@ -18,7 +18,7 @@ NEG = studies.get("negation").spec
 
 
 def test_the_settings_the_sweep_and_the_run_store_import_no_torch():
-    code = ("import sys, nbutils.score_settings, nbutils.runstore, nbutils.sweep, nbutils.cluster, nbutils.parameters;"
+    code = ("import sys, nbutils.score_settings, nbutils.runstore, nbutils.sweep, nbutils.sweep._cluster, nbutils.sweep._parameters;"
             "s = nbutils.score_settings.ScoreSettings(model='org/m', dtype='bfloat16');"
             "print(s.slug, 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -1,7 +1,7 @@
 """The one shape of every analysis of a run: each study's ``analyze_run`` is ``run(run_dir, STEPS, params)``; the
 ``Analysis`` it returns, and ``write_analysis``, the one writer of an analysis's files.
 
-``params`` is the study's parameter record (``nbutils.analysis_params``: frozen, every value checked when it was
+``params`` is the study's parameter record (``nbutils.analysis``: frozen, every value checked when it was
 built, so before anything in the run changes; the steps read its attributes). ``run`` removes the run's earlier results,
 reads the scores, splits off the lower precisions of a model scored at several, has the study compute its tables,
 compares the precisions (precision sensitivity), adds the notes on score files left out, and has the study write
@@ -55,7 +55,7 @@ def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip
     written last, ``summary.json`` the very last: a study's analysis that fails on its way (a full disk, an error)
     leaves none of them rather than ones that look complete. An analysis that adds to the study's summary instead
     (``replaces`` False: the cue profile) removes only the report and leaves the study's files as they were until its
-    own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.headline.entries``);
+    own are written. ``summary["headline"]`` is the headline tests for scripts (``nbutils.results.entries``);
     ``summary["inputs"]`` records the sha256 of every score file in the run then, so a report can
     tell when they changed or disappeared since. ``records.summary_json`` makes the summary JSON (its
     ``schema_version``, the records as objects). Everything is written under the run's lock."""

@@ -114,7 +114,7 @@ def _folded(table: Markup) -> Markup:
 
 
 def headline_table(rows: list[dict]) -> Markup:
-    """The run's headline tests, one row per model and what is tested (``nbutils.headline.table_rows``); the columns
+    """The run's headline tests, one row per model and what is tested (``nbutils.results.table_rows``); the columns
     of accuracies shown only when a study records them."""
     import jinja2
 

@@ -1,5 +1,5 @@
 """The first screen of a report on several models (``report._page``): the finding, one sentence per model, then the
-models side by side (``nbutils.models_table``) and the forest plot of their gaps; the results in words follow, without
+models side by side (``nbutils.results``) and the forest plot of their gaps; the results in words follow, without
 the copy of the table that ``results.md`` holds. A run of one model, or of a study without the table, keeps the
 report's headline table.
 """

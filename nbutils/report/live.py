@@ -4,7 +4,7 @@ papermill run's ``python -m nbutils run`` does after it, so the page is never an
 ``start(study)`` (in the notebook's first code cell after its parameters) records, in this kernel, what each cell
 shows; ``finish(recorder, run_dir)`` (its last cell) writes the executed notebook into the run (``notebooks/``, marked
 ``interactive``, with the times it ran) from the saved notebook's cells and the outputs recorded, then the report.
-Under papermill (``nbutils.notebooks.execute`` sets ``paths.PAPERMILL_ENV``) both do nothing: papermill writes the
+Under papermill (``nbutils.sweep._papermill.execute`` sets ``paths.PAPERMILL_ENV``) both do nothing: papermill writes the
 executed notebook itself and the report follows it.
 """
 from __future__ import annotations

@@ -144,7 +144,7 @@ def test_name(test: str) -> str:
     return METHODS.get(test, str(test).replace("_", " "))
 
 
-# what a gap means (``nbutils.readings``), in a few words for the report's first table
+# what a gap means (``nbutils.results``), in a few words for the report's first table
 READING_WORDS = {"learned": "learned from the examples", "mirror": "the examples' threshold read as \"more than\"",
                  "prior": "no use of the examples (shown by twins)", "undetermined": "a gap of undetermined source",
                  "below_floor": "below the task floor: no conclusion", "no_evidence": "no evidence of a gap",

@@ -4,7 +4,7 @@
 Per model: its name (the ``model`` of the records, as the reader knows it), its number of parameters where the score
 file recorded it, the accuracies upward and downward in every condition, and for the headline condition (concept
 learning where the run has it) the gap in points, the headline test's odds ratio with its 95% CI in one cell, p, and
-what the gap means (``nbutils.readings``: is the model above the task floor, do its answers use the examples). Where the
+what the gap means (``nbutils.results``: is the model above the task floor, do its answers use the examples). Where the
 run varied how the prompts were asked, the 95% prediction interval of the gap a new variant would show is a column too.
 
 ``frame`` is the table at full precision (``tables/models.csv``); ``shown`` its cells as printed, shared by the

@@ -291,6 +291,6 @@ def json_schema() -> dict:
             "title": "the sidecar of a score file (scores/{slug}.json)",
             "description": "How a score file was made: the scoring's identity, what loading and the host decided, the "
                            "scorer's and the calibration's findings, timing and the file's content fields. Written "
-                           "by nbutils.score_sidecar.write; docs/run-directory.md says what it holds.",
+                           "by nbutils.runstore.write_sidecar; docs/run-directory.md says what it holds.",
             "type": "object", "required": ["schema_version", *IDENTITY_KINDS, *REQUIRED_FIELDS],
             "additionalProperties": False, "properties": props}

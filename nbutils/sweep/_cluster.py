@@ -1,13 +1,13 @@
 """Scoring past one machine: the sweep's score step as ONE job array (a job per model and shard) through submitit.
 
-``executor`` chooses where the score notebooks run (``nbutils.executors`` checks it and makes its submitit executor):
+``executor`` chooses where the score notebooks run (``nbutils.sweep._executors`` checks it and makes its submitit executor):
 - ``local``: in the sweep's own process, one model after the other (the default; ``nbutils.sweep``);
 - ``slurm``: submitit's SLURM executor: ``sbatch`` of one job array, ``array_parallelism`` of its jobs at a time,
   requeued from its checkpoint when SLURM preempts it or its time runs out;
 - ``submitit-local``: submitit's local executor: the same jobs as real subprocesses of this machine (to try a cluster
   sweep, and to test it, without a cluster). All its jobs start at once.
 
-Every job runs the shared score notebook through papermill (``nbutils.notebooks``) with its
+Every job runs the shared score notebook through papermill (``nbutils.sweep._papermill``) with its
 ``shard_index``/``num_shards``, as ``python -m nbutils run`` would; it writes its executed notebook under
 ``{run}/notebooks/`` and submitit's logs under ``{run}/logs/``. The coordinating process (the sweep, which holds the
 run's lock) submits, watches, then merges the shards of every model whose jobs all succeeded. What a job writes is

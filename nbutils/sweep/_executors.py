@@ -1,5 +1,5 @@
 """Where a sweep's score notebooks run: the ``executor`` (``local``, ``submitit-local``, ``slurm``), the checks of the
-sweep file's ``cluster:`` block and of the host, and the submitit executor they configure (``nbutils.cluster`` submits
+sweep file's ``cluster:`` block and of the host, and the submitit executor they configure (``nbutils.sweep._cluster`` submits
 and watches the jobs). Every check runs before anything is generated and names the key and what it allows."""
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def check_executor(name, source: str) -> str:
 
 def check_host(name: str, cluster: dict, source: str) -> None:
     """``executor: slurm`` needs SLURM's commands on this host (submitit calls ``sbatch`` and ``srun``, the checks
-    ``sinfo`` and ``scontrol``) and a partition the ``cluster:`` block fits (``nbutils.scheduler``); otherwise a
+    ``sinfo`` and ``scontrol``) and a partition the ``cluster:`` block fits (``nbutils.sweep._scheduler``); otherwise a
     ValueError names the key and the fix, before anything is generated or written."""
     import shutil
 

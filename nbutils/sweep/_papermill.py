@@ -1,8 +1,8 @@
 """The papermill runner: one notebook's parameters read and checked against its ``parameters`` cell, then executed.
 
 Below the sweep and the cluster jobs, which both run notebooks through it (``nbutils.sweep`` one after the other here,
-``nbutils.cluster`` one per job): parameter files are read strictly (``artifacts.load_yaml``), every name and value is checked
-against the notebook's own declarations (``nbutils.parameters``) before papermill starts it, the executed copy never
+``nbutils.sweep._cluster`` one per job): parameter files are read strictly (``artifacts.load_yaml``), every name and value is checked
+against the notebook's own declarations (``nbutils.sweep._parameters``) before papermill starts it, the executed copy never
 writes through a link, and the kernel's stderr goes to the run's log. A failed notebook's real error is one line
 (``error_line``).
 """

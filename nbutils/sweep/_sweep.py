@@ -1,7 +1,7 @@
 """Run a study's notebooks through papermill: generate once, score once per model, analyze.
 
 The sweep names no study: it reads the registry (``nbutils.studies``) and checks every parameter file against
-the notebook's own ``parameters`` cell (``nbutils.notebooks``, which also runs them), so a typo is an error, not a
+the notebook's own ``parameters`` cell (``nbutils.sweep._papermill``, which also runs them), so a typo is an error, not a
 default. Relative paths (sweep, parameter and notebook files, run directories) are taken from the project root, where
 the notebooks also run (``nbutils.paths.root``); notebooks and parameter files missing there come from the package's
 copy.
@@ -184,7 +184,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     checked first (``check_sweep``).
 
     ``executor``: ``local`` (here, one model after the other), ``slurm`` or ``submitit-local`` (one job array of
-    every model and shard, see ``nbutils.cluster``); default: the sweep file's, else local. ``ask``: how a cluster
+    every model and shard, see ``nbutils.sweep._cluster``); default: the sweep file's, else local. ``ask``: how a cluster
     sweep asks, after Ctrl-C, whether to cancel its jobs (default: the terminal)."""
     plan = check_sweep(sweep_file, run_dir, dataset, models, limit, kernel, n_boot, study, executor)
     record, run, ds, model_params = plan.record, plan.run, plan.dataset, plan.model_params
@@ -260,7 +260,7 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
 
 def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: list[dict], kernel, report: SweepReport,
                       ask=None) -> None:
-    """The score step as one job array (``nbutils.cluster``): submit what is missing, watch, merge."""
+    """The score step as one job array (``nbutils.sweep._cluster``): submit what is missing, watch, merge."""
     shards = cfg.get("shards_per_model", 1)
     for p in model_params:
         _set_aside_changed(run, record.spec, p, shards)

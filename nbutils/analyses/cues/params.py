@@ -1,5 +1,5 @@
 """The cue profile's parameters (``analysis.analyze_run``, ``notebooks/cues/01_profile.ipynb``, a sweep file's ``cues``
-block): one frozen record, checked when it is built (``nbutils.analysis_params``)."""
+block): one frozen record, checked when it is built (``nbutils.analysis``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

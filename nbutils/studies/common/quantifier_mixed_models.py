@@ -178,7 +178,7 @@ def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and condition whose upward or downward concepts are answered all right or all wrong (the cells where
     the GLMM and the GEE have no finite estimate): Firth's penalised logistic regression with a gap per threshold
     (``correct ~ u × threshold``, sum-to-zero coding), and the mean of those gaps tested against their spread between
-    thresholds with t(K − 1), its SE floored at the Firth SE (``nbutils.firth.mean_over_strata``): thresholds as a
+    thresholds with t(K − 1), its SE floored at the Firth SE (``nbutils.stats.mean_over_strata``): thresholds as a
     sample, like the GLMM and the GEE. Thresholds that hold one direction only are left out. Empty where no cell is
     separated."""
     rows = []

@@ -1,5 +1,5 @@
 """The negation analysis's parameters (``analysis.analyze_run``, ``notebooks/negation/03_analyze.ipynb``, a sweep file's
-``analyze`` block): one frozen record, checked when it is built (``nbutils.analysis_params``)."""
+``analyze`` block): one frozen record, checked when it is built (``nbutils.analysis``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
