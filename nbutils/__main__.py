@@ -190,8 +190,8 @@ def _import(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand and its options."""
     parser = argparse.ArgumentParser(prog="nbutils", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,66 +232,89 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("--branch", help="branch the badges open (default: nbutils.colab.BRANCH)")
     _add_item_commands(sub)
     _add_import_command(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _sweep(args) -> int:
+    from .sweep import run_sweep
+
+    report = run_sweep(args.sweep_file, args.run_dir, args.dataset, args.models, args.limit, args.kernel,
+                       args.n_boot, study=args.study, verbose=args.verbose, executor=args.executor)
+    print("\n".join(report.lines()))
+    return 1 if report.failed else 0
+
+
+def _run(args) -> int:
+    from .artifacts import load_yaml
+    from .model_files import resolve_params
+    from .studies import params_of_notebook
+    from .sweep import run_notebook
+
+    params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
+    params.update(_cli_params(args.notebook, args.params))
+    _run_folder(args.notebook, params)
+    out = run_notebook(args.notebook, args.output, params, args.kernel,
+                       record=params_of_notebook(args.notebook))
+    print(f"executed → {out}")
+    _headline_after_analysis(args.notebook, args.output, params)
+    return 0
+
+
+def _report(args) -> int:
+    from .report import write_report
+
+    print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
+    return 0
+
+
+def _studies(args) -> int:
+    from .studies import listing
+
+    print("\n".join(listing()))
+    return 0
+
+
+def _where(args) -> int:
+    from . import paths
+
+    print(f"root: {paths.root()}")
+    print(f"shipped notebooks: {paths.shipped_copy('notebooks') or '-'}")
+    print(f"shipped params: {paths.shipped_copy('params') or '-'}")
+    return 0
+
+
+def _colab_links(args) -> int:
+    from . import colab, paths
+
+    changed = colab.sync(paths.repo_root(), colab.REPOSITORY if args.repository is None else args.repository,
+                         colab.BRANCH if args.branch is None else args.branch)
+    print("\n".join(f"rewrote {p}" for p in changed) or "every badge and setup cell already points there")
+    return 0
+
+
+def _merge(args) -> int:
+    from .runstore import merge_shards
+
+    df, meta = merge_shards(args.run_dir, args.slug, limit=args.limit, overwrite=args.overwrite)
+    print(f"merged {len(meta['merged_from'])} shards, {len(df)} rows → scores/{args.slug}.parquet")
+    return 0
+
+
+def _runs(args) -> int:
+    from .report import index_lines
+
+    return _print_lines(index_lines(args.dir))
+
+
+COMMANDS = {"sweep": _sweep, "run": _run, "merge": _merge, "report": _report, "studies": _studies, "where": _where,
+            "colab-links": _colab_links, "show": _show, "runs": _runs, "import": _import}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code (1 when any model failed, 2 on a usage or input error)."""
+    args = _parser().parse_args(argv)
     try:
-        if args.command == "import":
-            return _import(args)
-        if args.command == "show":
-            return _show(args)
-        if args.command == "runs":
-            from .report import index_lines
-
-            return _print_lines(index_lines(args.dir))
-        if args.command == "sweep":
-            from .sweep import run_sweep
-
-            report = run_sweep(args.sweep_file, args.run_dir, args.dataset, args.models, args.limit, args.kernel,
-                               args.n_boot, study=args.study, verbose=args.verbose, executor=args.executor)
-            print("\n".join(report.lines()))
-            return 1 if report.failed else 0
-        if args.command == "run":
-            from .model_files import resolve_params
-            from .artifacts import load_yaml
-            from .sweep import run_notebook
-            from .studies import params_of_notebook
-
-            params = resolve_params(load_yaml(args.param_file, None, "-f"), args.param_file) if args.param_file else {}
-            params.update(_cli_params(args.notebook, args.params))
-            _run_folder(args.notebook, params)
-            out = run_notebook(args.notebook, args.output, params, args.kernel,
-                               record=params_of_notebook(args.notebook))
-            print(f"executed → {out}")
-            _headline_after_analysis(args.notebook, args.output, params)
-            return 0
-        if args.command == "report":
-            from .report import write_report
-
-            print(f"report → {write_report(args.run_dir, args.study, warn=_warn)}")
-            return 0
-        if args.command == "studies":
-            from .studies import listing
-
-            print("\n".join(listing()))
-            return 0
-        if args.command == "where":
-            from . import paths
-
-            print(f"root: {paths.root()}")
-            print(f"shipped notebooks: {paths.shipped_copy('notebooks') or '-'}")
-            print(f"shipped params: {paths.shipped_copy('params') or '-'}")
-            return 0
-        if args.command == "colab-links":
-            from . import colab, paths
-
-            changed = colab.sync(paths.repo_root(), colab.REPOSITORY if args.repository is None else args.repository,
-                                 colab.BRANCH if args.branch is None else args.branch)
-            print("\n".join(f"rewrote {p}" for p in changed) or "every badge and setup cell already points there")
-            return 0
-        from .runstore import merge_shards
-
-        df, meta = merge_shards(args.run_dir, args.slug, limit=args.limit, overwrite=args.overwrite)
-        print(f"merged {len(meta['merged_from'])} shards, {len(df)} rows → scores/{args.slug}.parquet")
-        return 0
+        return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         # the notebook client's task for the cell that was running ends with "kernel died" once this process exits;
         # asyncio would log that as an unretrieved task exception: the one line printed above already says what happened

@@ -66,11 +66,11 @@ def test_the_steps_run_in_one_order_and_a_bad_parameter_stops_before_anything_is
     done.write_text("{}")
     steps = fake_steps(calls, id_column="row_id")
     with pytest.raises(ValueError, match="^n_boot: must be an integer ≥ 1, got 0"):
-        analysis.run_analysis(tmp_path, steps, FakeParams(n_boot=0))
+        analysis_run.run(tmp_path, steps, FakeParams(n_boot=0))
     with pytest.raises(TypeError, match="^params: this analysis takes a FakeParams"):
-        analysis.run_analysis(tmp_path, steps, {"n_boot": 5})
+        analysis_run.run(tmp_path, steps, {"n_boot": 5})
     assert done.exists() and calls == []
-    a = analysis.run_analysis(tmp_path, steps, FakeParams.from_mapping({"include_limited": True, "n_boot": 5}))
+    a = analysis_run.run(tmp_path, steps, FakeParams.from_mapping({"include_limited": True, "n_boot": 5}))
     assert not done.exists(), "the run's earlier results are removed first"
     assert [c[0] for c in calls] == ["load", "compute", "write"]
     assert calls[0] == ("load", True) and calls[1][2] == FakeParams(include_limited=True, n_boot=5)
@@ -82,18 +82,18 @@ def test_the_steps_run_in_one_order_and_a_bad_parameter_stops_before_anything_is
 
 def test_precision_sensitivity_compares_with_the_headline_or_says_why_not(tmp_path):
     calls: list = []
-    head = analysis.run_analysis(tmp_path, fake_steps(calls, id_column="row_id",
+    head = analysis_run.run(tmp_path, fake_steps(calls, id_column="row_id",
                                                  headline=lambda d, p: {"estimate": d["correct"].mean(), "p": 0.5}),
                             FakeParams())
     table = head.tables["precision"]
     assert list(table["precision"]) == ["8bit"] and table["headline"].notna().all()
     assert {r["test"] for r in head.summary["records"]} == {"precision_agreement", "precision_mcnemar_exact"}
     assert not [n for n in head.notes if "no one headline" in n]
-    plain = analysis.run_analysis(tmp_path, fake_steps(calls, id_column="row_id", no_headline="no one headline here"),
+    plain = analysis_run.run(tmp_path, fake_steps(calls, id_column="row_id", no_headline="no one headline here"),
                              FakeParams())
     assert "headline" not in plain.tables["precision"] and plain.summary["records"]
     assert "precision sensitivity: no one headline here" in plain.notes
-    none = analysis.run_analysis(tmp_path, fake_steps(calls, cannot_compare="sentences have no decision"), FakeParams())
+    none = analysis_run.run(tmp_path, fake_steps(calls, cannot_compare="sentences have no decision"), FakeParams())
     assert "precision" not in none.tables and calls[-2][1] == ["m", "m.8bit", "solo"]
     assert none.notes[1] == ("precision sensitivity: m was scored at several precisions (m, m.8bit); sentences have "
                              "no decision")
@@ -104,7 +104,7 @@ def test_every_analysis_runs_through_the_skeleton_and_says_how_it_compares_preci
     module = ANALYSES[name]
     steps = module.STEPS
     assert isinstance(steps, analysis_run.Steps)
-    assert "analysis.run_analysis(" in inspect.getsource(module.analyze_run)
+    assert "run_analysis(" in inspect.getsource(module.analyze_run)
     record = studies.get(name).analysis_params if name in studies.REGISTRY else studies.run_analysis_params(name)
     assert steps.params is record, f"{name}: the steps take the record the registry names"
     if steps.id_column is None:

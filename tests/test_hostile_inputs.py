@@ -552,7 +552,7 @@ def _writers(run):
                                                overwrite=True),
         "score": lambda: scoring.score_run(run, None, SPEC),  # refused before the model is touched
         "merge": lambda: runstore.merge_shards(run, "some-model"),
-        "analyze": lambda: analysis.write_analysis(analysis_run.Analysis(pd.DataFrame()), run, {}),
+        "analyze": lambda: analysis_run.write_analysis(analysis_run.Analysis(pd.DataFrame()), run, {}),
         "analyze_run": lambda: analyze_run(run, use_r=False),
         "report": lambda: write_report(run, "monotonicity"),
     }
@@ -696,7 +696,7 @@ def test_a_linked_folder_inside_the_run_is_not_written_through(run, tmp_path):
     elsewhere.mkdir()
     paths.tables_dir(run).symlink_to(elsewhere, target_is_directory=True)
     a = analysis_run.Analysis(pd.DataFrame(), tables={"t": pd.DataFrame({"x": [1]})})
-    refused(run, lambda: analysis.write_analysis(a, run, {}), r"^run_dir: .*tables is a symbolic link")
+    refused(run, lambda: analysis_run.write_analysis(a, run, {}), r"^run_dir: .*tables is a symbolic link")
     assert list(elsewhere.iterdir()) == []
 
 
@@ -796,7 +796,7 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_one(run, monkeypatch):
     before = snapshot(run)
     with pytest.raises(artifacts.DiskFullError, match=r"no space left on the device while writing .*tables/accuracy.csv "
                        r"\(.* MiB free there now\); the file it would replace is unchanged"):
-        analysis.write_analysis(a, run, {})
+        analysis_run.write_analysis(a, run, {})
     # the analysis's earlier results are gone rather than left looking like this one's; nothing else changed
     assert not summary.exists() and snapshot(run) == {k: v for k, v in before.items() if k != "summary.json"}
     artifacts.write_json({"old": True}, summary)

@@ -473,12 +473,12 @@ def test_an_analysis_that_fails_on_its_way_leaves_no_results_that_look_complete(
     monkeypatch.setattr(artifacts, "save_figure", full)
     a, figs = analysis()
     with pytest.raises(OSError, match="No space left"):
-        analysis.write_analysis(a, run, figs)
+        analysis_run.write_analysis(a, run, figs)
     assert (paths.tables_dir(run) / "accuracy.csv").exists()
     assert not [p.name for p in (paths.summary_path(run), paths.results_path(run), paths.report_path(run)) if p.exists()]
     monkeypatch.undo()
     a, figs = analysis()
-    files = analysis.write_analysis(a, run, figs)
+    files = analysis_run.write_analysis(a, run, figs)
     assert files[-2:] == [paths.results_path(run), paths.summary_path(run)]
     inputs = json.loads(paths.summary_path(run).read_text())["inputs"]
     assert inputs["score_files"] == {"smollm2-135m-instruct.parquet": artifacts.sha256_file(

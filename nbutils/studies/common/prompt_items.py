@@ -205,8 +205,32 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
     missing = [g for g in group_by if g not in f.columns]
     if missing:
         raise ValueError(f"group_by: data_file {raw.path.name} has no column(s) {missing}; its columns: {list(f.columns)}")
-    n = len(f)
+    prompts, answers = _prompts_and_answers(raw, col)
+    per = _options_of_rows(raw, col, choices)
+    gold_idx = _gold_options(raw, col, answers, per)
+    group = _groups(f, group_by)
+    item_id = _item_ids(raw, col, group, group_by)
+    row_id = item_id if item_id.is_unique else group + "::" + item_id
 
+    systems = _systems(f, col, system)
+    _check_one_answer_per_prompt(raw, col, prompts, per, systems, gold_idx)
+
+    out = _rendered(raw, col, prompts, answers, per, gold_idx, row_id, item_id, group, option_format,
+                    shuffle_options, seed)
+    if systems is not None:
+        out["system"] = systems
+    used = {c for k, c in col.items()}
+    for c in f.columns:  # every other column of the file travels along (group_by columns, concept, …)
+        if c in used and c not in group_by:
+            continue
+        name = f"file_{c}" if (c in OWN_COLUMNS or _SCORE_COLUMN.match(str(c))) else str(c)
+        out[name] = _parquet_safe(f[c]).to_numpy()
+    return out
+
+
+def _prompts_and_answers(raw, col: dict) -> tuple[pd.Series, pd.Series]:
+    """The rows' prompts (as text) and answers (as given), checked: one text each, no blank prompt, no missing answer."""
+    f = raw.frame
     for key in ("prompt", "answer", "item_id", "system"):
         if key in col:
             _fail_rows(raw, np.flatnonzero(f[col[key]].map(_nested).to_numpy()), col[key],
@@ -214,77 +238,16 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
     prompts = f[col["prompt"]]
     _fail_rows(raw, np.flatnonzero(prompts.map(_blank).to_numpy()), col["prompt"],
                "blank prompt (empty, or only spaces and invisible characters)")
-    prompts = prompts.map(_text)
     answers = f[col["answer"]]
     _fail_rows(raw, np.flatnonzero(answers.map(_blank).to_numpy()), col["answer"], "no answer")
+    return prompts.map(_text), answers
 
-    if "choices" in col:
-        if not isinstance(choices, (int, np.integer)):
-            raise ValueError(f"choices: the file's column {col['choices']!r} gives each row its options; set choices to "
-                             f"the number of options every row holds (an integer), got {choices!r}")
-        per = [_row_options(v) for v in f[col["choices"]]]
-        unreadable = [i for i, o in enumerate(per) if o is None]
-        _fail_rows(raw, unreadable, col["choices"], "options are not a JSON list; write them as [\"a\", \"b\"] or a | b")
-        wrong = [i for i, o in enumerate(per) if len(o) != choices]
-        if wrong:
-            counts = sorted({len(per[i]) for i in wrong})
-            _fail_rows(raw, wrong, col["choices"], f"hold {', '.join(map(str, counts))} option(s); choices declares "
-                                                   f"{int(choices)} per row (options are a JSON list or separated by '|')")
-        bad = [(i, _check_options(o, "row", "")) for i, o in enumerate(per)]
-        bad = [(i, p) for i, p in bad if p]
-        if bad:
-            _fail_rows(raw, [i for i, _ in bad], col["choices"], bad[0][1])
-        per = [tuple(o) for o in per]
-    else:
-        if isinstance(choices, (int, np.integer)):
-            raise ValueError(f"choices: an integer ({int(choices)}) means per-row options from a choices column, but "
-                             f"data_file {raw.path.name} has no column 'choices'; map one with columns={{'choices': …}} "
-                             "or give the options as a list, e.g. ['Yes', 'No']")
-        per = [tuple(str(c) for c in choices)] * n
 
-    gold_idx = [_match(a, o) for a, o in zip(answers, per)]
-    unmatched = [i for i, g in enumerate(gold_idx) if g is None]
-    if unmatched:
-        shown = ", ".join(repr(_text(answers.iloc[i])) for i in unmatched[:MAX_LISTED])
-        opts = (f"the options {list(per[0])}" if "choices" not in col
-                else "its options (" + "; ".join(f"{raw.where(i)}: {list(per[i])}" for i in unmatched[:MAX_LISTED]) + ")")
-        _fail_rows(raw, unmatched, col["answer"], f"answers {shown} match none of {opts} (compared after case-folding, "
-                                                  "trimming spaces and one trailing full stop; a letter names an option by position)")
-
-    if group_by:
-        parts = f[group_by].map(lambda v: "(missing)" if _blank(v) else _text(v))
-        group = parts.apply(lambda r: " / ".join(r), axis=1) if len(group_by) > 1 else parts[group_by[0]]
-    else:
-        group = pd.Series("all", index=f.index)
-
-    if "item_id" in col:
-        ids = f[col["item_id"]]
-        _fail_rows(raw, np.flatnonzero(ids.map(_blank).to_numpy()), col["item_id"], "blank item id")
-        ids = ids.map(_text).str.strip()
-        dup = pd.DataFrame({"id": ids, "group": group}).duplicated(keep=False)
-        if dup.any():
-            first = ids[dup].iloc[0]
-            where = " within a group (the same item may appear once per group)" if group_by else ""
-            _fail_rows(raw, np.flatnonzero(dup.to_numpy()), col["item_id"],
-                       f"duplicate item ids{where}, e.g. {first!r}")
-        item_id = ids
-    else:
-        item_id = pd.Series([f"row-{i + 1:05d}" for i in range(n)], index=f.index)
-    row_id = item_id if item_id.is_unique else group + "::" + item_id
-
-    systems = _systems(f, col, system)
-    asked = pd.DataFrame({"prompt": prompts.to_numpy(), "options": [json.dumps(sorted(o)) for o in per],
-                          "system": systems if systems is not None else [None] * n,
-                          "gold": [normalize_answer(o[g]) for o, g in zip(per, gold_idx)]})
-    key = ["prompt", "options", "system"]
-    clash = asked.groupby(key, dropna=False)["gold"].transform("nunique") > 1
-    if clash.any():
-        first = asked.loc[clash, "prompt"].iloc[0]
-        golds = sorted(asked.loc[clash & (asked["prompt"] == first), "gold"].unique())
-        _fail_rows(raw, np.flatnonzero(clash.to_numpy()), col["answer"],
-                   f"the same prompt with the same options has different answers ({' vs '.join(golds)} for "
-                   f"{first[:60]!r}); one of them is wrong")
-
+def _rendered(raw, col: dict, prompts, answers, per, gold_idx, row_id, item_id, group, option_format: str,
+              shuffle_options: bool, seed: int) -> pd.DataFrame:
+    """The run's rows: each row's options in the order shown (shuffled if asked), the text the model reads (with
+    lettered options if asked) and what it scores, with its answer among them."""
+    n = len(prompts)
     order = [tuple(range(len(o))) for o in per]
     if shuffle_options:
         order = [tuple(int(j) for j in np.random.default_rng([seed, zlib.crc32(r.encode())]).permutation(len(o)))
@@ -306,15 +269,89 @@ def load_items(data_file, columns: dict | None = None, choices=YES_NO, option_fo
         "answer_raw": answers.map(_text).to_numpy(), "options": [json.dumps(list(o)) for o in shown],
         "scored": [json.dumps(list(s)) for s in scored], "n_options": np.array([len(o) for o in shown], dtype="int64"),
     })
-    if systems is not None:
-        out["system"] = systems
-    used = {c for k, c in col.items()}
-    for c in f.columns:  # every other column of the file travels along (group_by columns, concept, …)
-        if c in used and c not in group_by:
-            continue
-        name = f"file_{c}" if (c in OWN_COLUMNS or _SCORE_COLUMN.match(str(c))) else str(c)
-        out[name] = _parquet_safe(f[c]).to_numpy()
     return out
+
+
+def _options_of_rows(raw, col: dict, choices) -> list[tuple]:
+    """Each row's options: the file's ``choices`` column checked (readable, as many as ``choices`` declares, each
+    option usable), or the same options for every row."""
+    f, n = raw.frame, len(raw.frame)
+    if "choices" in col:
+        if not isinstance(choices, (int, np.integer)):
+            raise ValueError(f"choices: the file's column {col['choices']!r} gives each row its options; set choices to "
+                             f"the number of options every row holds (an integer), got {choices!r}")
+        per = [_row_options(v) for v in f[col["choices"]]]
+        unreadable = [i for i, o in enumerate(per) if o is None]
+        _fail_rows(raw, unreadable, col["choices"], "options are not a JSON list; write them as [\"a\", \"b\"] or a | b")
+        wrong = [i for i, o in enumerate(per) if len(o) != choices]
+        if wrong:
+            counts = sorted({len(per[i]) for i in wrong})
+            _fail_rows(raw, wrong, col["choices"], f"hold {', '.join(map(str, counts))} option(s); choices declares "
+                                                   f"{int(choices)} per row (options are a JSON list or separated by '|')")
+        bad = [(i, _check_options(o, "row", "")) for i, o in enumerate(per)]
+        bad = [(i, p) for i, p in bad if p]
+        if bad:
+            _fail_rows(raw, [i for i, _ in bad], col["choices"], bad[0][1])
+        return [tuple(o) for o in per]
+    if isinstance(choices, (int, np.integer)):
+        raise ValueError(f"choices: an integer ({int(choices)}) means per-row options from a choices column, but "
+                         f"data_file {raw.path.name} has no column 'choices'; map one with columns={{'choices': …}} "
+                         "or give the options as a list, e.g. ['Yes', 'No']")
+    return [tuple(str(c) for c in choices)] * n
+
+
+def _gold_options(raw, col: dict, answers: pd.Series, per: list[tuple]) -> list[int]:
+    """Each row's answer as the index of the option it names (an error naming the rows whose answer matches none)."""
+    gold_idx = [_match(a, o) for a, o in zip(answers, per)]
+    unmatched = [i for i, g in enumerate(gold_idx) if g is None]
+    if unmatched:
+        shown = ", ".join(repr(_text(answers.iloc[i])) for i in unmatched[:MAX_LISTED])
+        opts = (f"the options {list(per[0])}" if "choices" not in col
+                else "its options (" + "; ".join(f"{raw.where(i)}: {list(per[i])}" for i in unmatched[:MAX_LISTED]) + ")")
+        _fail_rows(raw, unmatched, col["answer"], f"answers {shown} match none of {opts} (compared after case-folding, "
+                                                  "trimming spaces and one trailing full stop; a letter names an option by position)")
+    return gold_idx
+
+
+def _groups(f: pd.DataFrame, group_by) -> pd.Series:
+    """Each row's group: its ``group_by`` columns joined (``(missing)`` for a blank), or ``all``."""
+    if group_by:
+        parts = f[group_by].map(lambda v: "(missing)" if _blank(v) else _text(v))
+        return parts.apply(lambda r: " / ".join(r), axis=1) if len(group_by) > 1 else parts[group_by[0]]
+    return pd.Series("all", index=f.index)
+
+
+def _item_ids(raw, col: dict, group: pd.Series, group_by) -> pd.Series:
+    """Each row's item id: the file's (checked: none blank, none twice within a group), or its row number."""
+    f, n = raw.frame, len(raw.frame)
+    if "item_id" in col:
+        ids = f[col["item_id"]]
+        _fail_rows(raw, np.flatnonzero(ids.map(_blank).to_numpy()), col["item_id"], "blank item id")
+        ids = ids.map(_text).str.strip()
+        dup = pd.DataFrame({"id": ids, "group": group}).duplicated(keep=False)
+        if dup.any():
+            first = ids[dup].iloc[0]
+            where = " within a group (the same item may appear once per group)" if group_by else ""
+            _fail_rows(raw, np.flatnonzero(dup.to_numpy()), col["item_id"],
+                       f"duplicate item ids{where}, e.g. {first!r}")
+        return ids
+    return pd.Series([f"row-{i + 1:05d}" for i in range(n)], index=f.index)
+
+
+def _check_one_answer_per_prompt(raw, col: dict, prompts: pd.Series, per: list[tuple], systems, gold_idx) -> None:
+    """The same prompt with the same options and system message must have one answer (else one of them is wrong)."""
+    n = len(prompts)
+    asked = pd.DataFrame({"prompt": prompts.to_numpy(), "options": [json.dumps(sorted(o)) for o in per],
+                          "system": systems if systems is not None else [None] * n,
+                          "gold": [normalize_answer(o[g]) for o, g in zip(per, gold_idx)]})
+    key = ["prompt", "options", "system"]
+    clash = asked.groupby(key, dropna=False)["gold"].transform("nunique") > 1
+    if clash.any():
+        first = asked.loc[clash, "prompt"].iloc[0]
+        golds = sorted(asked.loc[clash & (asked["prompt"] == first), "gold"].unique())
+        _fail_rows(raw, np.flatnonzero(clash.to_numpy()), col["answer"],
+                   f"the same prompt with the same options has different answers ({' vs '.join(golds)} for "
+                   f"{first[:60]!r}); one of them is wrong")
 
 
 def _systems(f: pd.DataFrame, col: dict, system: str | None) -> list[str | None] | None:
