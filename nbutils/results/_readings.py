@@ -309,6 +309,66 @@ def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: 
     return {"kind": "undetermined", "text": text}
 
 
+def _gap_shown(summary: dict, block: dict, cond: dict, rec: dict, v: str, tw, uses, stated: bool, accs: str,
+               method: str, alpha: float) -> tuple[str, str, dict]:
+    """A significant gap: which direction, and what its evidence says about where it comes from (the twins' or the
+    scores' evidence: learned, the mirror, a prior, or undetermined)."""
+    better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
+    nums = phrase(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
+    if tw and (tw.get("labels") or tw.get("threshold")):
+        evidence = twin_evidence(tw, alpha)
+    else:
+        evidence = score_evidence(uses, stated, cond.get("twin_design"), alpha)
+    kind = evidence["kind"]
+    short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
+    if kind == "learned":
+        verb = "answered" if stated else "learned"
+        text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums}): {evidence['text']}"
+    elif kind == "mirror":
+        text = (f"{better} concepts were answered right more often ({short}; {nums}), and the answers show "
+                f"the mirror: {evidence['text']}")
+    elif kind == "prior":
+        text = (f"{better} concepts were answered right more often ({short}; {nums}), from a prior on the query: "
+                f"{evidence['text']}")
+    else:
+        text = (f"{better} concepts were answered right more often ({short}; {nums}), but where the gap comes "
+                f"from is undetermined: {evidence['text']}")
+    overall = (block.get("overall") or {}).get("floor")
+    if kind == "learned" and floor_state(overall, alpha) in ("below", "edge"):
+        text += (f"; over both directions its accuracy is {'at chance' if floor_state(overall, alpha) == 'below' else 'not shown above chance'} "
+                 f"({_floor_words(overall, alpha)})")
+    return kind, text, evidence
+
+
+def _gap_not_shown(block: dict, cond: dict, floor, state: str, stated: bool, accs: str, method: str, rec: dict,
+                   alpha: float) -> tuple[str, str]:
+    """A gap that is not significant: at or below the task floor (no conclusion about a bias), a large gap the
+    thresholds disagree on, or no evidence of a gap."""
+    nums = phrase(rec, alpha)
+    n = cond.get("n")
+    big = is_finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
+        abs(cond["gap"]) >= detectable_gap(n // 2, n // 2, alpha)
+    if state in ("below", "edge") and not big:
+        kind = "below_floor"
+        also = ""
+        other = ((block.get("conditions") or {}).get("explicit") or {}).get("floor")
+        if not stated and other and floor_state(other, alpha) in ("below", "edge"):
+            also = f" (with the concept stated: {_pct(other.get('accuracy'))})"
+        text = (f"{_floor_phrase(state)}, {_floor_words(floor, alpha)}{also}, so no conclusion about a bias "
+                f"({_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward; {nums}{method})")
+    elif big:
+        kind = "no_evidence"
+        text = (f"the observed gap, {_points(cond.get('gap'))} ({accs}), is not significant at "
+                f"α = {fmt_alpha(alpha)} ({nums}{method}): the thresholds disagree, so it is not established "
+                "for thresholds in general")
+    else:
+        kind = "no_evidence"
+        verb = "answered" if stated else "learned"
+        text = (f"no evidence at α = {fmt_alpha(alpha)} that upward and downward concepts are {verb} "
+                f"differently ({accs}; {nums}{method})")
+    return kind, text
+
+
 def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
     """The reading of ``model``'s gap in ``condition`` with its facts (floor, uses_examples, twins, rule, constant)
     and its sentence."""
@@ -334,53 +394,9 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
                 f"(gap {_points(cond.get('gap'))})" + (f"; correct per threshold, upward vs downward: {counts}"
                                                         if counts else ""))
     elif v in ("more", "less"):
-        better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
-        nums = phrase(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
-        if tw and (tw.get("labels") or tw.get("threshold")):
-            evidence = twin_evidence(tw, alpha)
-        else:
-            evidence = score_evidence(uses, stated, cond.get("twin_design"), alpha)
-        kind = evidence["kind"]
-        short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
-        if kind == "learned":
-            verb = "answered" if stated else "learned"
-            text = f"{better} concepts were {verb} better than {worse} ones ({accs}; {nums}): {evidence['text']}"
-        elif kind == "mirror":
-            text = (f"{better} concepts were answered right more often ({short}; {nums}), and the answers show "
-                    f"the mirror: {evidence['text']}")
-        elif kind == "prior":
-            text = (f"{better} concepts were answered right more often ({short}; {nums}), from a prior on the query: "
-                    f"{evidence['text']}")
-        else:
-            text = (f"{better} concepts were answered right more often ({short}; {nums}), but where the gap comes "
-                    f"from is undetermined: {evidence['text']}")
-        overall = (block.get("overall") or {}).get("floor")
-        if kind == "learned" and floor_state(overall, alpha) in ("below", "edge"):
-            text += (f"; over both directions its accuracy is {'at chance' if floor_state(overall, alpha) == 'below' else 'not shown above chance'} "
-                     f"({_floor_words(overall, alpha)})")
+        kind, text, evidence = _gap_shown(summary, block, cond, rec, v, tw, uses, stated, accs, method, alpha)
     else:
-        nums = phrase(rec, alpha)
-        n = cond.get("n")
-        big = is_finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
-            abs(cond["gap"]) >= detectable_gap(n // 2, n // 2, alpha)
-        if state in ("below", "edge") and not big:
-            kind = "below_floor"
-            also = ""
-            other = ((block.get("conditions") or {}).get("explicit") or {}).get("floor")
-            if not stated and other and floor_state(other, alpha) in ("below", "edge"):
-                also = f" (with the concept stated: {_pct(other.get('accuracy'))})"
-            text = (f"{_floor_phrase(state)}, {_floor_words(floor, alpha)}{also}, so no conclusion about a bias "
-                    f"({_pct(cond.get('acc_up'))} upward vs {_pct(cond.get('acc_down'))} downward; {nums}{method})")
-        elif big:
-            kind = "no_evidence"
-            text = (f"the observed gap, {_points(cond.get('gap'))} ({accs}), is not significant at "
-                    f"α = {fmt_alpha(alpha)} ({nums}{method}): the thresholds disagree, so it is not established "
-                    "for thresholds in general")
-        else:
-            kind = "no_evidence"
-            verb = "answered" if stated else "learned"
-            text = (f"no evidence at α = {fmt_alpha(alpha)} that upward and downward concepts are {verb} "
-                    f"differently ({accs}; {nums}{method})")
+        kind, text = _gap_not_shown(block, cond, floor, state, stated, accs, method, rec, alpha)
     copy = (tw or {}).get("copy")
     if copy and is_finite(copy.get("p")) and copy["p"] >= alpha:
         text += (f"; no evidence that it copies the label it was just shown ({_pct(copy.get('estimate'))} right on "

@@ -158,12 +158,21 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
     where one of its terms is not valid, the stand-in that reports the same term instead (``fallback_for``: the
     invalid record's test; see ``HEADLINE_ORDER``).
     """
+    parts = (_mixed_model_records, _gap_pooled_records, _gap_difference_records, _gap_by_threshold_records,
+             _mcnemar_records, _accuracy_records, _dprime_gap_records)
+    out = [rec for part in parts for rec in part(t)]
+    return json_clean(fallback_headlines(out, HEADLINE_ORDER))
+
+
+def _rows(t: dict[str, pd.DataFrame], name: str):
+    """The rows of one analysis table (none where the analysis did not make it)."""
+    return t[name].itertuples(index=False) if name in t and len(t[name]) else []
+
+
+def _mixed_model_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of the mixed-effects model's terms (lme4's GLMM or the GEE)."""
     out = []
-
-    def rows(name):
-        return t[name].itertuples(index=False) if name in t and len(t[name]) else []
-
-    for r in rows("mixed_model"):
+    for r in _rows(t, "mixed_model"):
         if isinstance(r.term, str):
             out.append(record(r.test, r.term, r.estimate, r.se, r.ci_low, r.ci_high, r.p, valid=r.valid,
                               note="; ".join(filter(None, [r.meaning, r.note])),
@@ -173,7 +182,13 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                               hypothesis=claims.term(r.term, r.condition)))
         else:
             out.append(record(r.test, "(none)", valid=False, note=r.note, model=r.model, headline=bool(r.headline)))
-    for r in rows("gap_pooled"):
+    return out
+
+
+def _gap_pooled_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of the pooled gap: the sign-flip test over thresholds, the cluster bootstrap, the Mantel-Haenszel odds ratio and Breslow-Day."""
+    out = []
+    for r in _rows(t, "gap_pooled"):
         k = int(r.n_thresholds)
         few = "" if k >= 2 else "; one threshold: no variation between thresholds to test against"
         wide = ", and ".join(fit_problems(r.log_or_mean, r.log_or_se, r.log_or_ci_low, r.log_or_ci_high)) \
@@ -203,7 +218,13 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                           valid=k >= 2, n_thresholds=k,
                           note="fixed-threshold test that the odds ratio is the same at every threshold",
                           hypothesis=claims.homogeneity()))
-    for r in rows("gap_difference"):
+    return out
+
+
+def _gap_difference_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of the gap under concept learning minus under the stated concept."""
+    out = []
+    for r in _rows(t, "gap_difference"):
         # both conditions answered alike at every threshold: every difference is 0, and a test of 0.000 [0.000,
         # 0.000], p > .999 would read as a precise null; there is nothing to compare
         same = abs(r.se) < 1e-12 and abs(r.log_or_cl_minus_explicit) < 1e-12
@@ -214,22 +235,46 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                                "(> 0: the gap shrinks); sign-flip test, t(K−1) CI"
                                + ("; no variation to compare: the two conditions were answered alike at every "
                                   "threshold" if same else ""), hypothesis=claims.gap_difference()))
-    for r in rows("gap_by_threshold"):
+    return out
+
+
+def _gap_by_threshold_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of the gap at each threshold (Fisher, Holm over thresholds)."""
+    out = []
+    for r in _rows(t, "gap_by_threshold"):
         out.append(record("fisher", f"upward@{r.family}:{r.threshold}", r.gap, p=r.p_fisher, condition=r.condition,
                           model=r.model, p_holm=r.p_holm,
                           note="accuracy gap at this threshold only; Holm over the thresholds of a model and condition",
                           hypothesis=claims.threshold_gap(r.threshold)))
-    for r in rows("mcnemar"):
+    return out
+
+
+def _mcnemar_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of stated minus concept-learning accuracy per concept (McNemar)."""
+    out = []
+    for r in _rows(t, "mcnemar"):
         out.append(record("mcnemar", f"explicit@{r.concept}", r.acc_explicit - r.acc_concept_learning, p=r.p_mcnemar,
                           model=r.model, p_holm=r.p_holm, n=int(r.n_pairs),
                           note="explicit minus concept-learning accuracy on the same prompts; exact McNemar, "
                                "Holm over the concepts of a model", hypothesis=claims.explicit_vs_learned(r.concept)))
-    for r in rows("accuracy"):
+    return out
+
+
+def _accuracy_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of each concept's accuracy against chance (binomial)."""
+    out = []
+    for r in _rows(t, "accuracy"):
         out.append(record("binomial", f"accuracy@{r.concept}", r.accuracy, None, r.ci_low, r.ci_high, r.p_binom,
                           condition=r.condition, model=r.model, p_holm=r.p_holm, n=int(r.n),
                           note="accuracy vs 0.5: exact binomial test, Wilson CI, Holm within the model",
                           hypothesis=claims.accuracy_vs_chance(repr(r.concept))))
-    for r in rows("dprime_gap"):
+    return out
+
+
+def _dprime_gap_records(t: dict[str, pd.DataFrame]) -> list[dict]:
+    """The records of the d′ gap over matched thresholds."""
+    out = []
+    for r in _rows(t, "dprime_gap"):
         k = int(r.n_thresholds)
         out.append(record("signflip_dprime_gap", "upward", r.dprime_gap_matched, r.se, r.ci_low, r.ci_high,
                           r.p_signflip, valid=k >= 2, condition=r.condition, model=r.model, n_thresholds=k,
@@ -237,7 +282,7 @@ def records(t: dict[str, pd.DataFrame]) -> list[dict]:
                           min_p=signflip_min_p(k, bool(r.signflip_exact)),
                           note="mean over matched thresholds of d′ up − d′ down; sign-flip test, t(K−1) CI; "
                                "se_delta treats the thresholds as fixed", hypothesis=claims.dprime_gap()))
-    return json_clean(fallback_headlines(out, HEADLINE_ORDER))
+    return out
 
 
 # a headline record that is not valid hands over to the first valid record of the same model, condition and term in
