@@ -40,12 +40,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: EngineSettings | None = 
         full, dpath = runstore.read_dataset(run_dir, spec)
         data = runstore.select_limit(full, spec, settings.limit, settings.limit_seed).reset_index(drop=True)
         scorer = make_scorer(lm, data, spec, settings)
-        meta = dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
-                    id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
-                    limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
-                    limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
-                    num_shards=settings.num_shards, shard_index=settings.shard_index,
-                    label=getattr(settings, "label", None), **scorer.meta)  # display only: not in the identity
+        meta = _meta(lm, spec, settings, dpath, scorer)
         expected = identity(settings, spec, meta["dataset_sha256"], loaded=meta)  # what loading decided
         files = runstore.ScoreFiles(run_dir, settings.slug, settings.limit, settings.shard_index, settings.num_shards)
         finished = files.finished(expected, overwrite)
@@ -66,32 +61,55 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: EngineSettings | None = 
         n_planned = sum(len(b) for b in batches)
         saver = _Checkpoints(files, ids, meta, done, n_planned, settings.checkpoint_every,
                              prior.get("elapsed_seconds", 0.0))
-        if hasattr(scorer, "calibrate"):
-            def note(block: dict) -> None:
-                """Sidecar fields the scorer measured (the fast path's margin), saved with the records so far."""
-                meta.update(block)
-                saver.save()
-
-            calibration = scorer.calibrate(batches, prior, done, note)  # before the loop: a resumed margin, if any
-            if calibration:
-                note(calibration)
+        _calibrate(scorer, batches, prior, done, meta, saver)
         todo = [b for b in batches if not all(i in done for i in b)]
         try:
             scorer.run(todo, saver.record, progress)
         except KeyboardInterrupt:
             saver.save()
             raise
-        planned = sorted(i for b in batches for i in b)
-        if not set(planned).issubset(done) or not getattr(scorer, "complete", True):
-            saver.save()
-            return scorer.frame(sorted(done), done), runstore.ScoreSidecar.of(dict(meta, complete=False, n_done=len(done),
-                                                                                   n_planned=n_planned))
-        df = scorer.frame(planned, done)
-        meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
-                    versions=artifacts.versions())
-        written = files.write(df, meta)
-        _say_limited(settings.limit if say_limited else None, files)
-        return written
+        return _finish(scorer, batches, done, meta, saver, files, settings.limit if say_limited else None)
+
+
+def _meta(lm, spec: DatasetSpec, settings: EngineSettings, dpath, scorer) -> dict:
+    """What the score file's sidecar records of this run: the model's, the dataset's and the settings' facts."""
+    return dict(lm.meta, dataset_file=spec.dataset_file, dataset_sha256=artifacts.sha256_file(dpath),
+                id_column=spec.id_column, limit_by=list(spec.limit_by), limit_unit=spec.limit_unit,
+                limit_strata=spec.limit_strata, scorer=spec.scorer, masked=bool(lm.meta.get("masked")),
+                limit=settings.limit, limit_seed=settings.limit_seed, batch_size=settings.batch_size,
+                num_shards=settings.num_shards, shard_index=settings.shard_index,
+                label=getattr(settings, "label", None), **scorer.meta)  # display only: not in the identity
+
+
+def _calibrate(scorer, batches, prior: dict, done: dict, meta: dict, saver) -> None:
+    """The scorer's calibration before the loop (a resumed margin, if any), its fields saved with the records so far."""
+    if not hasattr(scorer, "calibrate"):
+        return
+
+    def note(block: dict) -> None:
+        """Sidecar fields the scorer measured (the fast path's margin), saved with the records so far."""
+        meta.update(block)
+        saver.save()
+
+    calibration = scorer.calibrate(batches, prior, done, note)
+    if calibration:
+        note(calibration)
+
+
+def _finish(scorer, batches, done: dict, meta: dict, saver, files, limit: int | None):
+    """The run's end: an unfinished run is saved and returned as it is (``complete: false``); a finished one is
+    written whole, with its rates, time and versions."""
+    planned = sorted(i for b in batches for i in b)
+    if not set(planned).issubset(done) or not getattr(scorer, "complete", True):
+        saver.save()
+        return scorer.frame(sorted(done), done), runstore.ScoreSidecar.of(dict(meta, complete=False, n_done=len(done),
+                                                                               n_planned=saver.n_planned))
+    df = scorer.frame(planned, done)
+    meta.update(runstore.rates(df, saver.elapsed()), complete=True, created=artifacts.now_utc(),
+                versions=artifacts.versions())
+    written = files.write(df, meta)
+    _say_limited(limit, files)
+    return written
 
 
 def limited_note(limit: int | None, score_file) -> str | None:

@@ -231,6 +231,15 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
     others = [p for side in paths.score_sidecars(run) if (p := side.with_suffix(".parquet")) not in ours]
     if others and overwrite:  # another import's models: set aside, so that only these logs are analysed
         artifacts.set_aside_scores(run, [f for p in others for f in (p, paths.sidecar(p))])
+    files += _write_scores(tool, read, names, sources, order, row_ids, run, dpath, side, overwrite)
+    return Imported(run, tool, read[0].task, names, len(order), {k: v for k, v in left.items() if v}, notes, files)
+
+
+def _write_scores(tool: str, read: list, names: list[str], sources: list[dict], order, row_ids, run, dpath, side,
+                  overwrite: bool) -> list:
+    """Each log's scores written as a score file of the run; one already written from the same log and dataset is
+    kept, another model's refused unless ``overwrite``."""
+    files = []
     for log, name, src in zip(read, names, sources):
         path = paths.score_file(run, _slug(name))
         if paths.sidecar(path).exists():
@@ -254,4 +263,4 @@ def import_logs(tool: str, logs, run_dir, group_by=(), label=None, overwrite: bo
                                   "sha256": src["sha256"], "task": log.task, "log_likelihoods": log.has_logp}}
         write_scores(scores, meta, path)
         files.append(path)
-    return Imported(run, tool, read[0].task, names, len(order), {k: v for k, v in left.items() if v}, notes, files)
+    return files

@@ -108,6 +108,34 @@ def _gold_reading(docs: list[dict], path: Path) -> str:
     return fits[0]
 
 
+def _document(rec: dict, path, line: int, output_type, delimiter: str) -> tuple[set, list[str], list[float]]:
+    """One document's prompt (its one context), options and their log-likelihoods, checked: scored options (not
+    generations), at least two, one context, no option twice."""
+    metrics = [k for k in rec.get("metrics") or [] if k in rec]
+    requests = _requests(rec, path, line)
+    resps = rec["filtered_resps"]
+    if output_type == "generate_until" or any(isinstance(r, str) for r in resps) or any(
+            len(a) != 2 for a in requests):
+        raise LogError(f"{path}: {GENERATIONS.format(metrics=', '.join(metrics) or 'none')}")
+    if output_type in ("loglikelihood", "loglikelihood_rolling") or len(requests) < 2:
+        raise LogError(f"{path}: {SINGLE}")
+    if "acc_mutual_info" in rec and len(requests) % 2 == 0:  # the second half: unconditional log-likelihoods
+        half = len(requests) // 2
+        requests, resps = requests[:half], resps[:half]
+    contexts = {c for c, _ in requests}
+    if len(contexts) > 1:
+        raise LogError(f"{path}: line {line}: the options of doc {rec['doc_id']} have different contexts (a "
+                       "multiple-input task such as winogrande): not read; this reader takes tasks whose "
+                       "options are continuations of one prompt")
+    conts = [str(c) for _, c in requests]
+    options = [c[len(delimiter):] if delimiter and c.startswith(delimiter) else c for c in conts]
+    logp = [_float(r[0] if isinstance(r, (list, tuple)) else r, path, line) for r in resps]
+    if len(set(options)) != len(options):
+        raise LogError(f"{path}: line {line}: doc {rec['doc_id']} repeats an option ({options}); its "
+                       "choice cannot be named by its text")
+    return contexts, options, logp
+
+
 def read(path, group_by=()) -> ModelLog:
     """One samples file as a ``ModelLog``: every document's options, their log-likelihoods, the gold option and the
     log's own ``acc``/``acc_norm``; a ``LogError`` (a ValueError) naming the file and line for anything else."""
@@ -133,28 +161,7 @@ def read(path, group_by=()) -> ModelLog:
             if not isinstance(rec, dict) or "doc_id" not in rec or "filtered_resps" not in rec:
                 raise LogError(f"{path}: line {line} has no doc_id and filtered_resps: not an lm-eval samples file "
                                "(written by lm_eval --log_samples)")
-            metrics = [k for k in rec.get("metrics") or [] if k in rec]
-            requests = _requests(rec, path, line)
-            resps = rec["filtered_resps"]
-            if output_type == "generate_until" or any(isinstance(r, str) for r in resps) or any(
-                    len(a) != 2 for a in requests):
-                raise LogError(f"{path}: {GENERATIONS.format(metrics=', '.join(metrics) or 'none')}")
-            if output_type in ("loglikelihood", "loglikelihood_rolling") or len(requests) < 2:
-                raise LogError(f"{path}: {SINGLE}")
-            if "acc_mutual_info" in rec and len(requests) % 2 == 0:  # the second half: unconditional log-likelihoods
-                half = len(requests) // 2
-                requests, resps = requests[:half], resps[:half]
-            contexts = {c for c, _ in requests}
-            if len(contexts) > 1:
-                raise LogError(f"{path}: line {line}: the options of doc {rec['doc_id']} have different contexts (a "
-                               "multiple-input task such as winogrande): not read; this reader takes tasks whose "
-                               "options are continuations of one prompt")
-            conts = [str(c) for _, c in requests]
-            options = [c[len(delimiter):] if delimiter and c.startswith(delimiter) else c for c in conts]
-            logp = [_float(r[0] if isinstance(r, (list, tuple)) else r, path, line) for r in resps]
-            if len(set(options)) != len(options):
-                raise LogError(f"{path}: line {line}: doc {rec['doc_id']} repeats an option ({options}); its "
-                               "choice cannot be named by its text")
+            contexts, options, logp = _document(rec, path, line, output_type, delimiter)
             pred = int(np.argmax(logp))
             target = str(rec.get("target", ""))
             docs.append({"line": line, "doc_id": rec["doc_id"], "target": target, "options": options, "pred": pred,

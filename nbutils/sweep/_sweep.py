@@ -140,6 +140,26 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
     # every parameter file is checked against its notebook before anything runs
     ds = model_files.resolve_params(artifacts.load_yaml(dataset, None, "dataset"), dataset)
     check_parameters(nbs["generate"], ds, f"dataset {dataset}", fixed=("run_dir",))
+    model_params = _model_params(models, record, executor, limit)
+    model_files.labels_of({str(m): p for m, p in zip(models, model_params)},  # one name per model in the results
+                          {str(m): score_settings.slug_of(p) for m, p in zip(models, model_params)})
+    analyze_params = dict(cfg.get("analyze") or {})
+    if n_boot is not None:
+        analyze_params["n_boot"] = n_boot
+    if limit is not None and "include_limited" in notebook_parameters(nbs["analyze"]):
+        analyze_params.setdefault("include_limited", True)  # a --limit sweep analyses its limited scores
+    # the block as the notebook declares it, then as the study's parameter record (its ranges, once)
+    check_parameters(nbs["analyze"], analyze_params, f"analyze block of {source}", fixed=("run_dir",),
+                     record=record.analysis_params)
+    extra = _run_analyses(cfg, sweep_file, limit, run)  # run analyses asked for by the sweep file (e.g. `cues:`)
+    check_host(executor, cluster_cfg, source)  # before anything is generated or written
+    return SweepPlan(record, run, ds, model_params, analyze_params, extra, executor, cluster_cfg)
+
+
+def _model_params(models: list, record, executor: str, limit: int | None) -> list[dict]:
+    """Each model file read (its paths by one rule, ``model_files``), checked against the score notebook and as a
+    ``ScoreSettings``, with the study's defaults under it."""
+    nbs = record.notebooks
     model_params = []
     for m in models:
         p = model_files.resolve_params(artifacts.load_yaml(m, None, "model"), m)  # its paths: one rule (model_files)
@@ -151,17 +171,12 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
             p["limit"] = limit
         model_params.append({**record.score_defaults, **p})
         _check_settings(record, model_params[-1], m)
-    model_files.labels_of({str(m): p for m, p in zip(models, model_params)},  # one name per model in the results
-                          {str(m): score_settings.slug_of(p) for m, p in zip(models, model_params)})
-    analyze_params = dict(cfg.get("analyze") or {})
-    if n_boot is not None:
-        analyze_params["n_boot"] = n_boot
-    if limit is not None and "include_limited" in notebook_parameters(nbs["analyze"]):
-        analyze_params.setdefault("include_limited", True)  # a --limit sweep analyses its limited scores
-    # the block as the notebook declares it, then as the study's parameter record (its ranges, once)
-    check_parameters(nbs["analyze"], analyze_params, f"analyze block of {source}", fixed=("run_dir",),
-                     record=record.analysis_params)
-    extra = {}  # run analyses asked for by the sweep file (e.g. a `cues:` block), checked like every other notebook
+    return model_params
+
+
+def _run_analyses(cfg: dict, sweep_file, limit: int | None, run: Run) -> dict:
+    """The run analyses a sweep file asks for (e.g. a ``cues:`` block), checked like every other notebook."""
+    extra = {}
     for key, nb in studies.RUN_ANALYSES.items():
         if key in cfg:
             if not isinstance(cfg[key] or {}, dict):
@@ -172,8 +187,7 @@ def check_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None
             check_parameters(nb, p, f"{key} block of {sweep_file}", fixed=("run_dir",),
                              record=studies.run_analysis_params(key))
             extra[key] = (nb, dict(p, run_dir=str(run)))
-    check_host(executor, cluster_cfg, source)  # before anything is generated or written
-    return SweepPlan(record, run, ds, model_params, analyze_params, extra, executor, cluster_cfg)
+    return extra
 
 
 def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, dataset: str | None = None,
@@ -188,74 +202,93 @@ def run_sweep(sweep_file: str | Path | None = None, run_dir: str | None = None, 
     sweep asks, after Ctrl-C, whether to cancel its jobs (default: the terminal)."""
     plan = check_sweep(sweep_file, run_dir, dataset, models, limit, kernel, n_boot, study, executor)
     record, run, ds, model_params = plan.record, plan.run, plan.dataset, plan.model_params
-    analyze_params, extra, executor, cluster_cfg, nbs = (plan.analyze_params, plan.extra, plan.executor, plan.cluster,
-                                                         plan.record.notebooks)
+    executor, cluster_cfg, nbs = plan.executor, plan.cluster, plan.record.notebooks
     report = SweepReport(run, record.name)
     with run_lock(run):
-        step = "generate"
+        at = _At("generate")
         try:
             print(f"[sweep] {record.name}: generate → {run / record.dataset_file}", flush=True)
             execute(nbs["generate"], run.executed_notebook(nbs["generate"]), dict(ds, run_dir=str(run)), kernel)
             sha = artifacts.sha256_file(run.dataset_path(record.dataset_file))
-            spec = record.spec
             if executor == "local":
                 if cluster_cfg:
                     print("[sweep] the cluster: block is not used: executor is local (--executor slurm or "
                           "submitit-local submits jobs)", flush=True)
-                for p in model_params:
-                    slug = score_settings.slug_of(p)
-                    if not p.get("overwrite") and runstore.is_done(run, spec, p):
-                        print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
-                        _relabel(run, spec, p)
-                        report.skipped.append(slug)
-                        continue
-                    step = f"scoring {slug}"
-                    _check_dataset(run, record, sha, step)
-                    _set_aside_changed(run, spec, p)
-                    print(f"[sweep] score {slug}", flush=True)
-                    t0 = time.perf_counter()
-                    try:
-                        with _Progress(run, slug, progress_every):
-                            execute(nbs["score"], run.executed_notebook(nbs["score"], slug),
-                                    dict(p, run_dir=str(run), study=record.name), kernel)
-                        report.scored.append(slug)
-                        print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
-                    except KeyboardInterrupt:
-                        raise
-                    except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
-                        report.failed[slug] = error_line(err)
-                        print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
-                        if verbose:
-                            traceback.print_exc()
-                    _check_dataset(run, record, sha, f"the next step after scoring {slug}")
+                _score_here(run, record, model_params, sha, kernel, report, at, progress_every, verbose)
             else:
-                step = "scoring (cluster jobs)"
+                at.step = "scoring (cluster jobs)"
                 _score_on_cluster(executor, cluster_cfg, run, record, model_params, kernel, report, ask)
-            if report.scored or report.skipped:
-                step = "analyze"
-                _check_dataset(run, record, sha, step)
-                print("[sweep] analyze", flush=True)
-                execute(nbs["analyze"], run.executed_notebook(nbs["analyze"]),
-                        dict(analyze_params, run_dir=str(run)), kernel)
-                report.analyzed = True
-                for key, (nb, p) in extra.items():
-                    step = key
-                    print(f"[sweep] {key}", flush=True)
-                    execute(nb, run.executed_notebook(nb), p, kernel)
-                    report.extra.append(key)
-                step = "report"
-                _check_dataset(run, record, sha, step)
-                write_report(run, record.name, warn=lambda line: print(f"[sweep] warning: {line}", flush=True))
+            _analyse_and_report(run, record, plan, sha, kernel, report, at)
         except KeyboardInterrupt:
-            print(f"[sweep] interrupted during {step}: scores so far are checkpointed under "
+            print(f"[sweep] interrupted during {at.step}: scores so far are checkpointed under "
                   f"{paths.partial_dir(run)}; run the same command again to resume", flush=True)
             raise
         except Exception as err:  # noqa: BLE001 - one line first, the traceback only when asked
-            print(f"[sweep] FAILED {step}: {error_line(err)}", flush=True)
+            print(f"[sweep] FAILED {at.step}: {error_line(err)}", flush=True)
             if verbose:
                 traceback.print_exc()
-            raise SweepFailed(f"{step}: {error_line(err)}") from err
+            raise SweepFailed(f"{at.step}: {error_line(err)}") from err
     return report
+
+
+class _At:
+    """Where a sweep is, for the one line its failure prints."""
+
+    def __init__(self, step: str):
+        self.step = step
+
+
+def _score_here(run: Run, record, model_params: list[dict], sha: str, kernel, report: SweepReport, at: _At,
+                progress_every: float, verbose: bool) -> None:
+    """The score step here, one model after the other: a model already scored on this dataset is skipped (its label
+    kept up to date), a file another scoring made is set aside, and one model failing does not stop the others."""
+    spec, nbs = record.spec, record.notebooks
+    for p in model_params:
+        slug = score_settings.slug_of(p)
+        if not p.get("overwrite") and runstore.is_done(run, spec, p):
+            print(f"[sweep] skip {slug}: already scored on this dataset", flush=True)
+            _relabel(run, spec, p)
+            report.skipped.append(slug)
+            continue
+        at.step = f"scoring {slug}"
+        _check_dataset(run, record, sha, at.step)
+        _set_aside_changed(run, spec, p)
+        print(f"[sweep] score {slug}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            with _Progress(run, slug, progress_every):
+                execute(nbs["score"], run.executed_notebook(nbs["score"], slug),
+                        dict(p, run_dir=str(run), study=record.name), kernel)
+            report.scored.append(slug)
+            print(f"[sweep] scored {slug} in {time.perf_counter() - t0:.0f} s", flush=True)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - one model failing must not stop the others
+            report.failed[slug] = error_line(err)
+            print(f"[sweep] FAILED score {slug}: {report.failed[slug]}", flush=True)
+            if verbose:
+                traceback.print_exc()
+        _check_dataset(run, record, sha, f"the next step after scoring {slug}")
+
+
+def _analyse_and_report(run: Run, record, plan: SweepPlan, sha: str, kernel, report: SweepReport, at: _At) -> None:
+    """The analysis, the run analyses the sweep file asks for, then the report, once something was scored."""
+    nbs = record.notebooks
+    if report.scored or report.skipped:
+        at.step = "analyze"
+        _check_dataset(run, record, sha, at.step)
+        print("[sweep] analyze", flush=True)
+        execute(nbs["analyze"], run.executed_notebook(nbs["analyze"]),
+                dict(plan.analyze_params, run_dir=str(run)), kernel)
+        report.analyzed = True
+        for key, (nb, p) in plan.extra.items():
+            at.step = key
+            print(f"[sweep] {key}", flush=True)
+            execute(nb, run.executed_notebook(nb), p, kernel)
+            report.extra.append(key)
+        at.step = "report"
+        _check_dataset(run, record, sha, at.step)
+        write_report(run, record.name, warn=lambda line: print(f"[sweep] warning: {line}", flush=True))
 
 
 def _score_on_cluster(kind: str, cfg: dict, run: Path, record, model_params: list[dict], kernel, report: SweepReport,

@@ -100,6 +100,23 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
     # share a split, so the same example never sits in both R and S
     unit_col = rec.limit_unit if rec.limit_unit and rec.limit_unit in data.columns else spec.id_column
     units = data[unit_col].astype(str).to_numpy()
+    inst, split_src, struct, mode = _instances(data, items, text, premise, given_split, ids, units, nearest_k,
+                                               notes)
+    inst["split"] = _splits(inst, split_src, split_column, unit_col, spec.id_column, train_fraction, seed, notes)
+    nlp = feats.spacy_pipeline() if use_spacy else None
+    if nlp is None:
+        notes.append(feats.SPACY_NOTE)
+    has_premise = inst["premise"].notna().all()
+    F = feats.text_features(inst["text"], inst["premise"] if has_premise else None, bigrams=bigrams, nlp=nlp)
+    if struct is not None:
+        F = pd.concat([F, struct.set_axis(F.index)], axis=1)
+    return Profile(pd.DataFrame(), instances=inst, features=F, study=rec.name, mode=mode, notes=notes)
+
+
+def _instances(data: pd.DataFrame, items, text: pd.Series, premise, given_split, ids, units, nearest_k: int,
+               notes: list[str]):
+    """The instances to profile: one per row where every row has the same options (with the few-shot prompts'
+    structural cues), else one per option of each row, labelled correct or incorrect."""
     fixed = not isinstance(items.options, list)
     struct = None
     if fixed:
@@ -129,6 +146,12 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
         split_src = None if given_split is None else given_split.iloc[row].reset_index(drop=True)
         notes.append("options differ per row: each k-way item is split into k instances (label correct/incorrect, "
                      "features of the option, OVERLAP with the prompt), as the paper does for multiple-choice data")
+    return inst, split_src, struct, mode
+
+
+def _splits(inst: pd.DataFrame, split_src, split_column: str, unit_col: str, id_column: str, train_fraction: float,
+            seed: int, notes: list[str]):
+    """Each instance's split (R or S), by unit: the file's split column (one split per unit), else a seeded split."""
     # split by unit, so an item's instances (and a unit's items) never straddle the splits
     first = inst.drop_duplicates("unit")
     if split_src is not None:
@@ -140,18 +163,10 @@ def build(run_dir, study: str | None = None, text_column: str | None = None, pre
     else:
         s_unit, note = stats.assign_split(pd.Index(first["unit"]), None, train_fraction, seed)
         s_unit.index = first["unit"].to_numpy()
-        if unit_col != spec.id_column:
+        if unit_col != id_column:
             note += f", by {unit_col}"
-    inst["split"] = inst["unit"].map(s_unit).to_numpy()
     notes.append(note)
-    nlp = feats.spacy_pipeline() if use_spacy else None
-    if nlp is None:
-        notes.append(feats.SPACY_NOTE)
-    has_premise = inst["premise"].notna().all()
-    F = feats.text_features(inst["text"], inst["premise"] if has_premise else None, bigrams=bigrams, nlp=nlp)
-    if struct is not None:
-        F = pd.concat([F, struct.set_axis(F.index)], axis=1)
-    return Profile(pd.DataFrame(), instances=inst, features=F, study=rec.name, mode=mode, notes=notes)
+    return inst["unit"].map(s_unit).to_numpy()
 
 
 def load(run_dir, include_limited: bool = False, study: str | None = None) -> pd.DataFrame:

@@ -16,8 +16,6 @@ from .scores import load_scores
 from .twins import originals
 
 
-
-
 def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, order: list[str] | None = None,
             parameters: dict | None = None, **options) -> Analysis:
     """All tables from a joined scores frame (see ``runstore.load_scores``); ``use_r`` fits the headline GLMM with lme4
@@ -30,6 +28,17 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     n_boot, seed, rules_k, use_r = params.n_boot, params.seed, params.rules_k, params.use_r
     all_scores, scores = scores, originals(scores)  # twin prompts are read beside their originals, not as prompts
     a = Analysis(scores)
+    models = _tables(a, scores, all_scores, order, n_boot, seed, rules_k, use_r)
+    unpaired = model_comparison.unpaired(scores, models) if len(models) > 1 else []
+    _notes(a, scores, use_r)
+    _summary(a, scores, models, unpaired, parameters)
+    a.text = results.results_text(a.summary)
+    return a
+
+
+def _tables(a: Analysis, scores: pd.DataFrame, all_scores: pd.DataFrame, order, n_boot: int, seed: int, rules_k,
+            use_r: bool) -> list[str]:
+    """Every table of the analysis into ``a.tables``; returns the models in their order (the scored one)."""
     a.tables["twins"] = twins.table(all_scores)
     acc = stats.accuracy_table(scores)
     if order:  # every table and figure lists the models in one order: the scored one
@@ -57,7 +66,11 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     models = [m for m in (order or []) if m in set(scores["model"])] or list(dict.fromkeys(scores["model"]))
     a.tables["model_comparison"] = (model_comparison.compare(scores, models, use_r=use_r) if len(models) > 1
                                     else pd.DataFrame())
-    unpaired = model_comparison.unpaired(scores, models) if len(models) > 1 else []
+    return models
+
+
+def _notes(a: Analysis, scores: pd.DataFrame, use_r: bool) -> None:
+    """What a reader must know beside the tables: no gap to compute, answers all alike, the fits' notes, no R."""
     if a.tables["gap_pooled"].empty:
         a.notes.append("no threshold has both an upward and a downward concept: no gap can be computed")
     for model, g in scores.groupby("model"):
@@ -66,6 +79,11 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a.notes += sorted({n for n in a.tables["mixed_model"].get("note", pd.Series(dtype=str)).dropna() if n})
     if use_r and not (a.tables["mixed_model"].get("test", pd.Series(dtype=str)) == "glmm_lrt").any() and len(scores):
         a.notes.append("R with lme4 not found: the headline mixed-effects test is the GEE (bias-reduced SE, t(K−1))")
+
+
+def _summary(a: Analysis, scores: pd.DataFrame, models: list[str], unpaired, parameters: dict | None) -> None:
+    """``summary.json``'s blocks: each model's headline, verdicts, option mass, twins and prediction; the records; the
+    rules; the design; the models side by side."""
     a.summary = {"models": stats.summary(a.tables["gap_pooled"], a.tables["mixed_model"], a.tables["dprime_gap"])}
     add_verdicts(a.summary["models"], verdicts.summary_blocks(a.tables["verdicts"]),
                  stats.per_threshold(a.tables["gap_by_threshold"]))
@@ -95,8 +113,6 @@ def compute(scores: pd.DataFrame, params: MonotonicityParams | None = None, *, o
     a.summary["_notes"] = a.notes
     if models_applies(a.summary):  # the models side by side (tables/models.csv and .tex, results.md)
         a.tables["models"] = models_frame(a.summary)
-    a.text = results.results_text(a.summary)
-    return a
 
 
 def add_verdicts(models: dict, blocks: dict, counts: dict) -> None:
