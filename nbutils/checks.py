@@ -1,9 +1,10 @@
 """The one vocabulary of the records' fields (the scoring settings, the score sidecar, the analysis parameters, a
-notebook's parameters): what an integer field takes, its check, and one phrasing of the error,
+notebook's parameters): what an integer or a number field takes, its check, and one phrasing of the error,
 ``{name}: must be an integer ≥ 1, got 0``."""
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 
 # what a field of each kind takes, in words (the records' kinds: a sidecar's ``int|str`` is "an integer or a text")
@@ -17,6 +18,24 @@ def kind_words(kind: str, nullable: bool = False) -> str:
     return ("null or " if nullable else "") + " or ".join(KIND_WORDS[k] for k in kind.split("|"))
 
 
+def is_kind(kind: str, value) -> bool:
+    """Whether ``value`` is of ``kind`` (``str``, ``int``, ``number``, ``bool``, ``list``, ``dict``, or two joined by
+    ``|``); a bool is only a ``bool``."""
+    if isinstance(value, bool):
+        return kind == "bool"
+    return any({"str": isinstance(value, str), "int": is_int(value), "number": isinstance(value, numbers.Real),
+                "float": isinstance(value, numbers.Real), "bool": False, "list": isinstance(value, (list, tuple)),
+                "dict": isinstance(value, Mapping)}[k] for k in kind.split("|"))
+
+
+def check_kind(name: str, value, kind: str, nullable: bool = False, where: str = "") -> None:
+    """A ValueError in the one phrasing unless ``value`` is of ``kind`` (or None where ``nullable``); ``where`` names
+    the record (``in a score sidecar``)."""
+    if (value is None and nullable) or (value is not None and is_kind(kind, value)):
+        return
+    raise must_be(name, kind_words(kind, nullable) + (f" {where}" if where else ""), value)
+
+
 def is_int(value, lo: int | None = None, hi: int | None = None) -> bool:
     """Whether ``value`` is an integer (never a bool) from ``lo`` (to ``hi``; either bound may be None)."""
     return (not isinstance(value, bool) and isinstance(value, numbers.Integral)
@@ -28,6 +47,26 @@ def int_words(lo: int | None = None, hi: int | None = None) -> str:
     if lo is None:
         return KIND_WORDS["int"]
     return f"an integer ≥ {lo}" if hi is None else f"an integer from {lo} to {hi}"
+
+
+def is_number(value, lo: float | None = None, hi: float | None = None, strict: bool = False) -> bool:
+    """Whether ``value`` is a real number (never a bool or NaN) from ``lo`` to ``hi`` (either may be None; ``strict``:
+    strictly between them)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        return False
+    if strict:
+        return (lo is None or value > lo) and (hi is None or value < hi)
+    return (lo is None or value >= lo) and (hi is None or value <= hi)
+
+
+def number_words(lo: float | None = None, hi: float | None = None, strict: bool = False) -> str:
+    """What a number field takes, in words: ``a number``, ``a number ≥ 0``, ``a number from 0 to 1``, ``a number
+    strictly between 0 and 1``."""
+    if lo is None and hi is None:
+        return KIND_WORDS["float"]
+    if lo is None or hi is None:
+        return f"a number {'>' if strict else '≥'} {lo}" if hi is None else f"a number {'<' if strict else '≤'} {hi}"
+    return f"a number strictly between {lo} and {hi}" if strict else f"a number from {lo} to {hi}"
 
 
 def must_be(name: str, allowed: str, value) -> ValueError:

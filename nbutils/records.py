@@ -14,11 +14,18 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, fields
 import numpy as np
 
+from .checks import check_kind
+
 SCHEMA_VERSION = 2
 # the standard keys every record has, in the order a record lists them
 RECORD_KEYS = ("test", "condition", "term", "estimate", "se", "ci_low", "ci_high", "p", "valid", "note")
 OPTIONAL_KEYS = ("model", "headline", "hypothesis")  # written only when set
 _FIELDS = frozenset(RECORD_KEYS + OPTIONAL_KEYS)  # the keys a record holds as fields (the rest: ``extra``)
+# what each of those keys holds in ``summary.json`` (checked as a record is read back): kind, and whether null is allowed
+RECORD_KINDS = {"test": ("str", False), "term": ("str", False), "estimate": ("number", True), "se": ("number", True),
+                "ci_low": ("number", True), "ci_high": ("number", True), "p": ("number", True),
+                "valid": ("bool", False), "note": ("str", False), "condition": ("str", True), "model": ("str", True),
+                "headline": ("bool", True), "hypothesis": ("dict", True)}
 
 
 def number(x) -> float | None:
@@ -96,6 +103,9 @@ class Record(MutableMapping):
     def from_json(cls, d: Mapping) -> "Record":
         """A record read back from ``summary.json`` (keys it does not know go to ``extra``)."""
         known = {f.name for f in fields(cls)} - {"extra"}
+        for key, (kind, nullable) in RECORD_KINDS.items():
+            if key in d:
+                check_kind(key, d[key], kind, nullable, "in a summary.json record")
         return cls(**{k: v for k, v in d.items() if k in known},
                    extra={k: v for k, v in d.items() if k not in known})
 

@@ -102,13 +102,13 @@ check_int = checks.check_int  # an integer field's check, phrased as every recor
 def check_choice(name: str, value, choices: tuple) -> None:
     """A ValueError naming the parameter unless ``value`` is one of ``choices``."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}: must be one of {list(choices)}, got {value!r}")
+        raise checks.must_be(name, f"one of {list(choices)}", value)
 
 
 def check_batch_size(batch_size) -> None:
     """``auto`` or an integer ≥ 1 (rows per pass; what ``auto`` means is ``engine.batching.batch_policy``'s)."""
-    if batch_size != AUTO and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size: must be 'auto' or an integer ≥ 1, got {batch_size!r}")
+    if batch_size != AUTO and not checks.is_int(batch_size, 1):
+        raise checks.must_be("batch_size", f"'auto' or {checks.int_words(1)}", batch_size)
 
 
 ADAPTER_SCALE_MAX = 100  # beyond this a LoRA's update swamps the weights it is added to: no strength to measure
@@ -117,9 +117,9 @@ ADAPTER_SCALE_MAX = 100  # beyond this a LoRA's update swamps the weights it is 
 def check_adapter_scale(scale, adapter) -> None:
     """A number from 0 to ``ADAPTER_SCALE_MAX`` (the LoRA's scaling times it: 0 is the base model's weights, 1 the
     adapter as trained, above 1 stronger), other than 1 only with an adapter."""
-    if (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 <= scale <= ADAPTER_SCALE_MAX):
-        raise ValueError(f"adapter_scale: must be a number from 0 to {ADAPTER_SCALE_MAX} (0: the base model's weights, "
-                         f"1: the adapter as trained, above 1 stronger), got {scale!r}")
+    if not checks.is_number(scale, 0, ADAPTER_SCALE_MAX):
+        raise checks.must_be("adapter_scale", f"{checks.number_words(0, ADAPTER_SCALE_MAX)} (0: the base model's "
+                             "weights, 1: the adapter as trained, above 1 stronger)", scale)
     if scale != 1 and not adapter:
         raise ValueError(f"adapter_scale: {scale!r} scales a LoRA adapter, and this model has none (adapter: None); "
                          "set adapter, or leave adapter_scale at 1")
@@ -132,10 +132,8 @@ def check_rescore_margin(rescore_margin) -> None:
     """``auto`` (calibrated on the run's own prompts) or a number ≥ 0 (fixed; 0 turns re-scoring off)."""
     if rescore_margin == AUTO:
         return
-    if (isinstance(rescore_margin, bool) or not isinstance(rescore_margin, (int, float))
-            or not rescore_margin >= 0 or rescore_margin == float("inf")):  # NaN is not ≥ 0
-        raise ValueError(f"rescore_margin: must be 'auto' (calibrated) or a finite number ≥ 0, "
-                         f"got {rescore_margin!r}")
+    if not checks.is_number(rescore_margin, 0) or rescore_margin == float("inf"):
+        raise checks.must_be("rescore_margin", "'auto' (calibrated) or a finite number ≥ 0", rescore_margin)
 
 
 # ---------------------------------------------------------------- the record

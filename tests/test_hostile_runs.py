@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -158,6 +159,24 @@ def test_a_schema_version_of_another_kind_is_not_called_older(tmp_path, version,
     with pytest.raises(SummaryVersionError, match=said) as err:
         artifacts.read_summary(path)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("estimate", "0.5", "estimate: must be null or a number in a summary.json record, got '0.5'"),
+    ("valid", "yes", "valid: must be true or false in a summary.json record, got 'yes'"),
+    ("test", None, "test: must be a text in a summary.json record, got None"),
+])
+def test_a_record_of_the_wrong_kind_in_a_summary_is_named_in_the_records_one_phrasing(tmp_path, field, value, said):
+    """A record read back from ``summary.json`` is checked field by field with the phrasing every record uses
+    (``checks.must_be``), and the file is refused as edited."""
+    from nbutils.records import SCHEMA_VERSION, SummaryVersionError
+
+    path = tmp_path / "summary.json"
+    rec = {"test": "binomial", "term": "accuracy", "estimate": 0.6, "p": 0.01, "valid": True, "note": "",
+           "condition": None, field: value}
+    artifacts.write_json({"schema_version": SCHEMA_VERSION, "records": [rec]}, path)
+    with pytest.raises(SummaryVersionError, match=re.escape(said) + ".*the file was edited"):
+        artifacts.read_summary(path)
 
 
 def test_a_revision_no_model_can_honour_is_refused_naming_it(tiny_model_dir):

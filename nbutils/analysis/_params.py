@@ -16,11 +16,10 @@ nothing heavy, so the sweep checks a sweep file's ``analyze`` block in milliseco
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checks import KIND_WORDS, int_words, is_int, must_be
+from ..checks import KIND_WORDS, int_words, is_int, is_number, must_be, number_words
 from ..stats import N_BOOT
 
 
@@ -52,8 +51,8 @@ def allowed(f: dataclasses.Field) -> str:
     elif kind == "int":
         text = int_words(m.get("min"), m.get("max"))
     elif kind == "float":
-        text = (f"a number strictly between {m['between'][0]} and {m['between'][1]}" if "between" in m
-                else f"a number from {m['min']} to {m['max']}" if "min" in m else KIND_WORDS["float"])
+        text = (number_words(*m["between"], strict=True) if "between" in m
+                else number_words(m.get("min"), m.get("max")))
     else:
         text = KIND_WORDS["str"]
     return text + (" or null" if optional and kind != "str" else "")
@@ -73,10 +72,7 @@ def _ok(f: dataclasses.Field, v) -> bool:
     if kind == "int":
         return is_int(v, m.get("min"), m.get("max"))
     if kind == "float":
-        if not isinstance(v, numbers.Real) or v != v:
-            return False
-        lo, hi = m.get("between", (None, None))
-        return (lo is None or lo < v < hi) and m.get("min", v) <= v <= m.get("max", v)
+        return is_number(v, *m.get("between", (None, None)), strict=True) and is_number(v, m.get("min"), m.get("max"))
     return isinstance(v, str)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,14 +43,6 @@ class SidecarError(ValueError):
 # what each kind of value is: JSON Schema type(s) and the Python check
 KINDS = {"str": ("string",), "int": ("integer",), "number": ("number",), "bool": ("boolean",), "list": ("array",),
          "dict": ("object",), "int|str": ("integer", "string"), "number|str": ("number", "string")}
-
-
-def _is(kind: str, v) -> bool:
-    if isinstance(v, bool):
-        return kind == "bool"
-    return any({"str": isinstance(v, str), "int": checks.is_int(v),
-                "number": isinstance(v, numbers.Real), "bool": False, "list": isinstance(v, (list, tuple)),
-                "dict": isinstance(v, Mapping)}[k] for k in kind.split("|"))
 
 
 def _f(kind: str, nullable: bool = True, doc: str = ""):
@@ -228,9 +219,8 @@ NEEDED = ("model", "dataset_file", "dataset_sha256", "scorer", "id_column", "com
 
 
 def _check(name: str, value, kind: str, nullable: bool) -> None:
-    if value is UNSET or (value is None and nullable) or (value is not None and _is(kind, value)):
-        return
-    raise checks.must_be(name, f"{checks.kind_words(kind, nullable)} in a score sidecar", value)
+    if value is not UNSET:
+        checks.check_kind(name, value, kind, nullable, "in a score sidecar")
 
 
 def write(sidecar: ScoreSidecar | Mapping, path: str | Path) -> ScoreSidecar:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import paths
 from ..analysis import n_boot_field
-from ..checks import int_words, is_int
+from ..checks import int_words, is_int, is_number, number_words
 from ..score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
 
 
@@ -28,9 +28,10 @@ def integer(lo: int, hi: int | None = None, none: bool = False):
 
 
 def _closed(lo: float, hi: float):
+    """A check that a value is a number from ``lo`` to ``hi`` (``checks.is_number``), said by ``checks.number_words``."""
     def ok(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
-    ok.allowed = f"a number from {lo} to {hi}"
+        return is_number(v, lo, hi)
+    ok.allowed = number_words(lo, hi)
     return ok
 
 
