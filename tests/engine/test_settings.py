@@ -91,7 +91,7 @@ def test_the_score_file_name_is_derived_in_one_place(tmp_path, tiny_run):
         assert list(planned) == [slug]  # the cluster
     # the sweep, the cluster and the run loop call that one function and spell no slug of their own
     root = paths.repo_root() / "nbutils"
-    for rel in ("sweep.py", "cluster.py", "engine/run.py", "score_files.py"):
+    for rel in ("sweep/_sweep.py", "sweep/_cluster.py", "engine/run.py", "runstore/_score_files.py"):
         tree = ast.parse((root / rel).read_text())
         calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
         assert not {c for c in calls if c.endswith(("score_slug", "model_slug", "file_tag", "precision_tag"))} - {
