@@ -114,9 +114,6 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
     p-values rejected a true null 10–13% of the time at 10 thresholds). ``u`` is the gap under concept
     learning; the gap under the explicit condition is the contrast u + u·e.
     """
-    import statsmodels.api as sm
-    import statsmodels.formula.api as smf
-
     rows = []
     for model, g in df.groupby("model", sort=False):
         d, terms, notes = _design(g)
@@ -133,45 +130,59 @@ def gee_model(df: pd.DataFrame) -> pd.DataFrame:
         if k < 2:
             notes.append("one threshold: no clustered inference (a plain logistic GLM, read as about this threshold only)")
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                if k >= 2:
-                    fit = smf.gee(base["formula"], "cluster", d, family=sm.families.Binomial(),
-                                  cov_struct=sm.cov_struct.Exchangeable()).fit(cov_type="bias_reduced")
-                    dfree = k - 1
-                else:
-                    fit = smf.glm(base["formula"], d, family=sm.families.Binomial()).fit()
-                    dfree = np.inf
-            cov = np.asarray(fit.cov_params())
-            names = list(fit.params.index)
+            fit, dfree = _gee_fit(base["formula"], d, k)
+            cov, names = np.asarray(fit.cov_params()), list(fit.params.index)
         except Exception as err:  # noqa: BLE001 - reported in the table, never a crash
             rows.append({**base, "valid": False, "note": "; ".join(notes + [f"GEE failed: {type(err).__name__}: {err}"])})
             continue
-        contrasts = {t: np.eye(len(names))[names.index(t)] for t in terms}
-        if "ue" in terms:
-            contrasts["u@explicit"] = contrasts["u"] + contrasts["ue"]
-        if 2 <= k <= len(names):
-            # the clustered (sandwich) covariance sums K cluster scores that add up to zero: its rank is at most
-            # K − 1, so with no more thresholds than coefficients it is singular and its SEs are meaningless
-            valid = False
-            notes.append(f"not estimable: the clustered GEE needs more thresholds than coefficients ({k} thresholds, "
-                         f"{len(names)} coefficients); use at least {len(names) + 1} thresholds")
-        q = float(sps.t.ppf(0.975, dfree))
-        separated = separated_cells(d)
-        for key, c in contrasts.items():
-            est, var = float(c @ fit.params.to_numpy()), float(c @ cov @ c)
-            se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
-            ok = valid and bool(np.isfinite(se))
-            degenerate = term_problems(key, est, se, est - q * se, est + q * se, separated) if valid else ""
-            sep = [degenerate] if degenerate else []
-            tval = est / se if ok else np.nan
-            rows.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),
-                         "estimate": est if ok else np.nan, "se": se if ok else np.nan,
-                         "ci_low": est - q * se if ok else np.nan, "ci_high": est + q * se if ok else np.nan,
-                         "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)) if ok else np.nan,
-                         "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep),
-                         "degenerate": degenerate})
+        rows += _gee_rows(base, fit.params.to_numpy(), cov, names, dfree, terms, k, valid, notes, d, conditions)
     return pd.DataFrame(rows)
+
+
+def _gee_fit(formula: str, d: pd.DataFrame, k: int):
+    """The GEE clustered by threshold with the bias-reduced covariance (a plain logistic GLM for one threshold), and
+    its degrees of freedom for t tests (K − 1; infinite for the GLM)."""
+    import statsmodels.api as sm
+    import statsmodels.formula.api as smf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if k >= 2:
+            return smf.gee(formula, "cluster", d, family=sm.families.Binomial(),
+                           cov_struct=sm.cov_struct.Exchangeable()).fit(cov_type="bias_reduced"), k - 1
+        return smf.glm(formula, d, family=sm.families.Binomial()).fit(), np.inf
+
+
+def _gee_rows(base: dict, params: np.ndarray, cov: np.ndarray, names: list[str], dfree, terms: list[str], k: int,
+              valid: bool, notes: list[str], d: pd.DataFrame, conditions: list[str]) -> list[dict]:
+    """One row per term of the fitted GEE (and the gap under the explicit condition, u + u·e): estimate, SE, t CI and
+    p, or why it is not estimable."""
+    out = []
+    contrasts = {t: np.eye(len(names))[names.index(t)] for t in terms}
+    if "ue" in terms:
+        contrasts["u@explicit"] = contrasts["u"] + contrasts["ue"]
+    if 2 <= k <= len(names):
+        # the clustered (sandwich) covariance sums K cluster scores that add up to zero: its rank is at most
+        # K − 1, so with no more thresholds than coefficients it is singular and its SEs are meaningless
+        valid = False
+        notes.append(f"not estimable: the clustered GEE needs more thresholds than coefficients ({k} thresholds, "
+                     f"{len(names)} coefficients); use at least {len(names) + 1} thresholds")
+    q = float(sps.t.ppf(0.975, dfree))
+    separated = separated_cells(d)
+    for key, c in contrasts.items():
+        est, var = float(c @ params), float(c @ cov @ c)
+        se = float(np.sqrt(var)) if np.isfinite(var) and var > 0 else np.nan
+        ok = valid and bool(np.isfinite(se))
+        degenerate = term_problems(key, est, se, est - q * se, est + q * se, separated) if valid else ""
+        sep = [degenerate] if degenerate else []
+        tval = est / se if ok else np.nan
+        out.append({**base, "term": TERM_NAMES[key], "condition": _term_condition(key, conditions),
+                     "estimate": est if ok else np.nan, "se": se if ok else np.nan,
+                     "ci_low": est - q * se if ok else np.nan, "ci_high": est + q * se if ok else np.nan,
+                     "statistic": tval, "df": dfree, "p": float(2 * sps.t.sf(abs(tval), dfree)) if ok else np.nan,
+                     "valid": ok and not sep, "meaning": TERM_NOTES[key], "note": "; ".join(notes + sep),
+                     "degenerate": degenerate})
+    return out
 
 
 def firth_gap(df: pd.DataFrame) -> pd.DataFrame:
