@@ -85,7 +85,7 @@ ARROWS: dict[str, set[str]] = {
     "display": {"results", "ground"},
     "cluster": {"executors", "papermill", "run store", "files", "ground"},
     "executors": {"papermill", "files", "ground"},
-    "papermill": {"analysis", "files", "ground"},
+    "papermill": {"files", "stats", "ground"},
     "log imports": {"registry"} | FLOORS,
     "run analysis": {"shared study code", "registry", "analysis"} | FLOORS,
     "run analyses": {"files", "ground"},

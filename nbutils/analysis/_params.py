@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..checks import KIND_WORDS, int_words, is_int, is_number, must_be, number_words
-from ..stats import N_BOOT
+from ..stats import N_BOOT, N_BOOT_MIN
 
 
 def n_boot_field():
     """The ``n_boot`` field of a study that bootstraps (one default, one range)."""
-    return field(default=N_BOOT, metadata={"min": 1, "help": "bootstrap resamples"})
+    return field(default=N_BOOT, metadata={"min": N_BOOT_MIN, "help": "bootstrap resamples"})
 
 
 def use_r_field():

@@ -14,12 +14,12 @@ from __future__ import annotations
 from ._firth import firth_fit, mean_over_strata
 from ._inference import (RECORD_KEYS, can_reject, claim, fallback_headlines, fit_problems, holm, record,
                          sign_flip_test, stars, t_interval, wilson)
-from ._levels import ALPHA, N_BOOT
+from ._levels import ALPHA, N_BOOT, N_BOOT_MIN
 from ._precision import compare as compare_precisions, margin_figure as precision_margin_figure
 from ._precision import precision_label, rank as precision_rank
 from ._rbridge import RError, r_available, r_versions, run_r
 
-__all__ = ["ALPHA", "N_BOOT", "RECORD_KEYS", "RError", "can_reject", "claim", "compare_precisions", "fallback_headlines",
+__all__ = ["ALPHA", "N_BOOT", "N_BOOT_MIN", "RECORD_KEYS", "RError", "can_reject", "claim", "compare_precisions", "fallback_headlines",
            "firth_fit", "fit_problems", "holm", "mean_over_strata", "precision_label", "precision_margin_figure",
            "precision_rank", "r_available", "r_versions", "record", "run_r", "sign_flip_test", "stars", "t_interval",
            "wilson"]

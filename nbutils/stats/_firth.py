@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
-from scipy.special import expit
 
 
 @dataclass(frozen=True)
@@ -38,6 +36,8 @@ class FirthFit:
 def _penalised(X: np.ndarray, y: np.ndarray, beta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     """(penalised log-likelihood, modified score, Fisher information) at ``beta``."""
     eta = X @ beta
+    from scipy.special import expit
+
     p = expit(eta)
     w = np.clip(p * (1 - p), 1e-300, None)
     info = X.T @ (X * w[:, None])
@@ -134,6 +134,8 @@ def mean_over_strata(columns: dict[str, np.ndarray], strata, y, term: str, level
 
     Returns estimate, SE (the one tested), the Firth SE, the per-stratum effects, t, df, p, CI and convergence;
     raises ValueError with fewer than two strata."""
+    from scipy import stats as sps
+
     X, names, contrast = strata_design(columns, strata)
     k = contrast[term].shape[0]
     if k < 2:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
 
 from ._levels import ALPHA
 from ..records import RECORD_KEYS, Record  # noqa: F401 (the standard keys of every record)
@@ -12,6 +11,8 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     """95% Wilson score interval of k successes in n trials."""
     if n == 0:
         return (np.nan, np.nan)
+    from statsmodels.stats.proportion import proportion_confint
+
     lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
     return float(lo), float(hi)
 

@@ -13,7 +13,6 @@ import importlib
 from dataclasses import dataclass, field
 
 from .. import paths
-from ..runstore import Run
 from ..spec import DatasetSpec
 
 SCORE_NOTEBOOK = "notebooks/score.ipynb"
@@ -164,6 +163,8 @@ def get(name: str) -> Study:
 
 def for_run(run_dir) -> Study:
     """The study whose dataset file is in ``run_dir`` (exactly one must be)."""
+    from ..runstore import Run
+
     run = Run.of(run_dir)
     found = [s for s in REGISTRY.values() if run.dataset_path(s.dataset_file).exists()]
     if len(found) != 1:

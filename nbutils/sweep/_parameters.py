@@ -13,7 +13,7 @@ import functools
 from pathlib import Path
 
 from .. import paths
-from ..analysis import n_boot_field
+from ..stats import N_BOOT_MIN
 from ..checks import int_words, is_int, is_number, number_words
 from ..score_settings import INTEGER_SETTINGS, OPTIONAL_INTEGERS
 
@@ -41,7 +41,7 @@ def _closed(lo: float, hi: float):
 # its parameter record (``analysis_params``: the sweep and `run` pass it to ``notebooks.check_parameters``); ``n_boot``
 # is here too for the notebooks that bootstrap outside an analysis (the quickstart, the power study)
 RANGES = {
-    "n_boot": integer(n_boot_field().metadata["min"]), "seed": integer(0),
+    "n_boot": integer(N_BOOT_MIN), "seed": integer(0),
     "prompts_per_concept": integer(1), "n_examples": integer(1), "warn_tokens": integer(1),
     "n_questions": integer(1), "logic_share": _closed(0, 1), "n_null_personas": integer(1), "max_roots": integer(1, none=True),
     **{name: integer(lo, none=name in OPTIONAL_INTEGERS) for name, lo in INTEGER_SETTINGS.items()},
