@@ -83,7 +83,6 @@ def read_yaml(text: str, source: str):
         raise ValueError(f"{source} is not valid YAML ({problem}{where}{hint})") from None
 
 
-
 def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "parameter file") -> dict:
     """Read a YAML mapping strictly (a key given twice is an error naming it and its lines); unknown keys are an error
     naming the file and the allowed keys."""
@@ -104,6 +103,7 @@ def load_yaml(path: str | Path, allowed: set[str] | None = None, what: str = "pa
     if allowed is not None and set(data) - allowed:
         raise ValueError(f"{what}: {p} has unknown keys {sorted(set(data) - allowed)}; allowed: {sorted(allowed)}")
     return data
+
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes."""
@@ -191,7 +191,7 @@ def write_text(text: str, path: str | Path) -> Path:
 
 def write_table(df: pd.DataFrame, stem: str | Path, index: bool = False, latex: bool | dict = False,
                 float_format: str = "%.3f") -> list[Path]:
-    """A table as ``stem.csv`` (and ``stem.tex`` for papers; ``latex`` a dict: the options of ``latex.table``, such
+    """A table as ``stem.csv`` (and ``stem.tex`` for papers; ``latex`` a dict: the options of ``results.latex_table``, such
     as the columns a paper shows), each written atomically; the CSV ``spreadsheet_safe`` (``read_table`` reads it
     back as it was)."""
     stem = Path(stem)

@@ -5,7 +5,7 @@ part of what makes two score files the same scoring, so changing it never asks f
 
 Being display text, a label is made safe for each output that renders text: Markdown (``markdown``, ``markdown_text``:
 its characters that Markdown, HTML or math would read escaped, in results.md and the notebooks' Markdown alike), LaTeX
-(``latex.escape``; a letter pdflatex cannot set is said by ``latex_unset`` when the tables are written), figures (drawn
+(``results.latex_escape``; a letter pdflatex cannot set is said by ``latex_unset`` when the tables are written), figures (drawn
 as text, never as mathtext: ``nbutils.analysis``), HTML (the report's templates escape it). Nor may a given label be
 another model's file name (``distinct``), which ``show --model`` would read either way."""
 from __future__ import annotations
@@ -72,7 +72,7 @@ def markdown_text(text: str, names) -> str:
 
 
 def latex_unset(label: str) -> list[str]:
-    """The scripts of the letters in ``label`` that pdflatex cannot set in the tables (``latex.escape`` writes their
+    """The scripts of the letters in ``label`` that pdflatex cannot set in the tables (``results.latex_escape`` writes their
     code points, ``[U+4E2D]``): ``["Arabic", "CJK"]``; empty when it can set every one."""
     import unicodedata
 

@@ -303,7 +303,7 @@ def lock_path(run_dir) -> Path:
 def check_run_dir(run_dir) -> Path:
     """``run_dir`` resolved, once it is a non-empty path naming a folder of its own: not the project root or a folder
     above it (the run's files would land among the sources). A ValueError naming ``run_dir`` says where it resolves."""
-    if isinstance(run_dir, os.PathLike):  # a Path, or a run handle (``run_handle.Run``)
+    if isinstance(run_dir, os.PathLike):  # a Path, or a run handle (``runstore.Run``)
         text = os.fspath(run_dir)
     elif isinstance(run_dir, str):
         text = run_dir

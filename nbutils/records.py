@@ -218,7 +218,7 @@ class Summary:
 
     @property
     def headline(self) -> list[dict]:
-        """The headline entries (``headline.entries``), as written."""
+        """The headline entries (``results.entries``), as written."""
         return list(self.data.get("headline") or [])
 
     @property

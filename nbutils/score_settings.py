@@ -290,7 +290,7 @@ def validate(s: ScoreSettings) -> None:
 @dataclass(frozen=True)
 class ScoreIdentity:
     """What a score file records of the scoring that made it and that must match for two score files to be the same
-    scoring (``identity``, ``matches``); the score sidecar's ``identity`` (``score_sidecar.ScoreSidecar``)."""
+    scoring (``identity``, ``matches``); the score sidecar's ``identity`` (``runstore.ScoreSidecar``)."""
 
     model: str
     adapter: str | None = None

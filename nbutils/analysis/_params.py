@@ -11,7 +11,8 @@ notebooks (through the study's ``analyze_run``), the sweep (its ``analyze`` bloc
 Metadata: ``min``/``max`` (an integer's range, or a number's from ``min`` to ``max``), ``between`` (a number strictly
 inside), ``choices`` (one of these), ``true`` (what true means, for a boolean), ``help`` (one line for a reader). A
 field's annotation says its kind: ``int``, ``float``, ``bool``, ``str``; ``| None`` allows None. This module imports
-nothing heavy, so the sweep checks a sweep file's ``analyze`` block in milliseconds.
+no torch, scipy or statsmodels (the statistics load those when a test runs), so the sweep checks a sweep file's
+``analyze`` block without them.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ its files. What differs between studies is what ``Steps`` holds: how they read t
 write, and what their headline is at one precision.
 
 Precision sensitivity is the same in every study that compares decisions (``id_column``): each lower precision of a
-model against its most exact one, on the rows both scored (``precision.compare``), with the study's headline estimate
+model against its most exact one, on the rows both scored (``stats.compare_precisions``), with the study's headline estimate
 at each precision where the study has one (``headline``); a study without a headline to recompute, and a study that
 cannot compare decisions at all (a perplexity study, the cue profile), says so in a note.
 
@@ -46,7 +46,7 @@ class Analysis:
 def write_analysis(a: Analysis, run_dir, figures: dict, latex=(), index=(), skip=(),
                    float_format: str = "%.3f", replaces: bool = True, tex: dict | None = None) -> list[Path]:
     """The one writer of a run's analysis outputs: every table as CSV under ``tables/`` (plus LaTeX for the names in
-    ``latex``, a dict where some take options of ``latex.table``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
+    ``latex``, a dict where some take options of ``results.latex_table``, numbers written with ``float_format``; the row index kept for those in ``index``; the names in ``skip``
     stay in ``a.tables`` for the reader but are not written; ``tex``: name → a table's own LaTeX, written as
     ``tables/<name>.tex`` beside its CSV), each of ``figures`` (name → matplotlib figure) as PNG
     and PDF under ``figures/`` (then closed), ``results.md`` and ``summary.json``. Sets and returns ``a.files``.

@@ -29,7 +29,7 @@ def score_run(run_dir, lm, spec: DatasetSpec, settings: EngineSettings | None = 
     ``run_params`` (``limit``, ``batch_size``, ``chat_template``, shards, …) replace its run parameters. Checkpoints
     every ``checkpoint_every`` batches; a rerun resumes from the checkpoint with the checkpoint's batch plan, returns
     a finished run with the same identity as it is (whatever its batch size), and refuses to mix results of a
-    different model, precision, dataset or scorer. Returns the scores and their sidecar (``score_sidecar.ScoreSidecar``;
+    different model, precision, dataset or scorer. Returns the scores and their sidecar (``runstore.ScoreSidecar``;
     an unfinished run's says ``complete: false``). ``progress``: True for a bar, False for none, or a callable(n_rows)
     per batch. ``say_limited`` False: a limited run does not
     print that the analysis skips it (a notebook that analyses it with ``include_limited`` says what it is instead).

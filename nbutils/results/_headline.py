@@ -153,7 +153,7 @@ READING_WORDS = {"learned": "learned from the examples", "mirror": "the examples
 
 def reading_words(kind, floor_state=None) -> str:
     """A reading in a few words; a model not shown above the floor whose CI reaches past its edge is said to be at
-    the edge, as its sentence says (``readings.floor_state``)."""
+    the edge, as its sentence says (``_readings.floor_state``)."""
     if kind == "below_floor" and floor_state == "edge":
         return "at the edge of the task floor: no conclusion"
     return READING_WORDS.get(kind, "")

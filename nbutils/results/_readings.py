@@ -309,16 +309,17 @@ def score_evidence(uses: dict | None, stated: bool, design: dict | None, alpha: 
     return {"kind": "undetermined", "text": text}
 
 
-def _gap_shown(summary: dict, block: dict, cond: dict, rec: dict, v: str, tw, uses, stated: bool, accs: str,
-               method: str, alpha: float) -> tuple[str, str, dict]:
+def _gap_shown(summary: dict, block: dict, cond: dict, rec: dict, v: str, stated: bool, accs: str, method: str,
+               alpha: float) -> tuple[str, str, dict]:
     """A significant gap: which direction, and what its evidence says about where it comes from (the twins' or the
     scores' evidence: learned, the mirror, a prior, or undetermined)."""
     better, worse = ("upward", "downward") if v == "more" else ("downward", "upward")
     nums = phrase(rec, alpha) + method + _marginal_beside(summary, rec, alpha)
+    tw = cond.get("twins")
     if tw and (tw.get("labels") or tw.get("threshold")):
         evidence = twin_evidence(tw, alpha)
     else:
-        evidence = score_evidence(uses, stated, cond.get("twin_design"), alpha)
+        evidence = score_evidence(cond.get("uses_examples"), stated, cond.get("twin_design"), alpha)
     kind = evidence["kind"]
     short = f"{_pct(cond.get('acc_up'))} vs {_pct(cond.get('acc_down'))}"
     if kind == "learned":
@@ -340,10 +341,12 @@ def _gap_shown(summary: dict, block: dict, cond: dict, rec: dict, v: str, tw, us
     return kind, text, evidence
 
 
-def _gap_not_shown(block: dict, cond: dict, floor, state: str, stated: bool, accs: str, method: str, rec: dict,
+def _gap_not_shown(block: dict, cond: dict, stated: bool, accs: str, method: str, rec: dict,
                    alpha: float) -> tuple[str, str]:
     """A gap that is not significant: at or below the task floor (no conclusion about a bias), a large gap the
     thresholds disagree on, or no evidence of a gap."""
+    floor = cond.get("floor")
+    state = floor_state(floor, alpha)
     nums = phrase(rec, alpha)
     n = cond.get("n")
     big = is_finite(cond.get("gap")) and isinstance(n, int) and n >= 4 and \
@@ -394,9 +397,9 @@ def reading(summary: dict, model, condition, alpha: float = ALPHA) -> dict:
                 f"(gap {_points(cond.get('gap'))})" + (f"; correct per threshold, upward vs downward: {counts}"
                                                         if counts else ""))
     elif v in ("more", "less"):
-        kind, text, evidence = _gap_shown(summary, block, cond, rec, v, tw, uses, stated, accs, method, alpha)
+        kind, text, evidence = _gap_shown(summary, block, cond, rec, v, stated, accs, method, alpha)
     else:
-        kind, text = _gap_not_shown(block, cond, floor, state, stated, accs, method, rec, alpha)
+        kind, text = _gap_not_shown(block, cond, stated, accs, method, rec, alpha)
     copy = (tw or {}).get("copy")
     if copy and is_finite(copy.get("p")) and copy["p"] >= alpha:
         text += (f"; no evidence that it copies the label it was just shown ({_pct(copy.get('estimate'))} right on "

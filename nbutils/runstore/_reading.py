@@ -289,7 +289,7 @@ def excluded_notes(df: pd.DataFrame) -> list[str]:
 def split_precisions(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame | None, list[str]]:
     """A run's scores (``load_scores``) split for analysis: the main frame keeps each model's most exact precision;
     the second frame, when some model was scored at several precisions, holds all of that model's rows with ``model``
-    the label of its most exact file and ``precision`` the precision (for ``precision.compare``); the notes say what
+    the label of its most exact file and ``precision`` the precision (for ``stats.compare_precisions``); the notes say what
     went where."""
     info = scores.attrs.get("precision") or {}
     by_model: dict[str, list[str]] = {}

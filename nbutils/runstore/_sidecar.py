@@ -131,7 +131,7 @@ class ScoreSidecar(Mapping):
                                          "file and its sha256, the task")
     created: str = _f("str")
     versions: dict = _f("dict")
-    # the score file's content (``score_files.write_scores``)
+    # the score file's content (``runstore.write_scores``)
     n_rows: int = _f("int", False)
     scores_sha256: str = _f("str", False)
     ids_sha256: str = _f("str", False)

@@ -81,7 +81,7 @@ class Study:
     limit_strata: str | None = None
     score_defaults: dict = field(default_factory=dict)  # score parameters a study sets for every model (a model file overrides them)
     design: tuple[str, ...] = ()  # the dataset's columns that say which cell of the design an item is (those present)
-    params: str = ""  # "module:Class": the analysis's parameter record (an ``analysis_params.AnalysisParams``)
+    params: str = ""  # "module:Class": the analysis's parameter record (an ``analysis.AnalysisParams``)
 
     @property
     def analysis_params(self) -> type:

@@ -36,7 +36,7 @@ def notebook_parameters(notebook: str) -> set[str]:
 def check_parameters(notebook: str, params: dict, source: str, fixed: tuple[str, ...] = (), record=None) -> None:
     """Unknown names are an error naming the source and the notebook's parameters (``fixed`` ones are set by the
     sweep itself and may not be given); each value is checked against the notebook's declared type and its range.
-    ``record``: the notebook's parameter record (an analysis's, ``analysis_params.AnalysisParams``), built from the
+    ``record``: the notebook's parameter record (an analysis's, ``analysis.AnalysisParams``), built from the
     values it declares, so that its ranges are checked here too (the registry says which notebook has which)."""
     allowed = notebook_parameters(notebook) - set(fixed)
     unknown = sorted(set(params) - allowed)

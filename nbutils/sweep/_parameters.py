@@ -38,7 +38,7 @@ def _closed(lo: float, hi: float):
 # every numeric parameter of the shipped notebooks, by name, but an analysis's: checked before the sweep or `run`
 # starts any notebook (the functions the notebooks call check them again, for a run in JupyterLab); the scoring
 # settings' ranges are those of ``score_settings.INTEGER_SETTINGS``. An analysis notebook's parameters are checked as
-# its parameter record (``analysis_params``: the sweep and `run` pass it to ``notebooks.check_parameters``); ``n_boot``
+# its parameter record (``nbutils.analysis``: the sweep and `run` pass it to ``check_parameters``); ``n_boot``
 # is here too for the notebooks that bootstrap outside an analysis (the quickstart, the power study)
 RANGES = {
     "n_boot": integer(N_BOOT_MIN), "seed": integer(0),

@@ -122,7 +122,7 @@ def gee(d: pd.DataFrame) -> dict:
 
 def firth(d: pd.DataFrame) -> dict:
     """Firth's penalised logistic regression ``correct ~ (u + m + u·m) × threshold`` (sum-to-zero): the mean over
-    thresholds of the u·m term, tested with t(K − 1) on its spread between thresholds (``firth.mean_over_strata``)."""
+    thresholds of the u·m term, tested with t(K − 1) on its spread between thresholds (``stats.mean_over_strata``)."""
     res = mean_over_strata({c: d[c].to_numpy() for c in ("u", "m", "um")}, threshold_units(d).to_numpy(),
                            d["correct"].to_numpy(), "um")
     return {k: res[k] for k in ("estimate", "se", "ci_low", "ci_high", "statistic", "p")} | {

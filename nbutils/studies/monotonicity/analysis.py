@@ -173,7 +173,7 @@ def write(a: Analysis, run_dir, variants: pd.DataFrame | None = None) -> list[Pa
                                     tex={"models": models_latex(a.summary)} if "models" in a.tables else {})
 
 
-# the tables written as LaTeX too, each as a paper shows it (``latex.table``'s options): the CSV keeps every column
+# the tables written as LaTeX too, each as a paper shows it (``results.latex_table``'s options): the CSV keeps every column
 PAPER_TABLES = {
     "appendix_b": {"decimals": "auto", "keys": 4, "max_columns": 10},  # percentages as 33.3, thresholds together
     "gap_pooled": {"columns": ["model", "condition", "acc_up", "acc_down", "gap", "gap_ci_low", "gap_ci_high", "or_mh",

@@ -1,9 +1,9 @@
 """The monotonicity (concept learning) study's results in words, from its ``summary.json``."""
 from __future__ import annotations
 
-from ...results import fit_caveats, model_names, models_applies, models_markdown, power_sentence, reading
 from ...records import model_block
-from ...results import fmt_num, note_lines, paragraph, plural, replaced_dropped, sentence
+from ...results import (fit_caveats, fmt_num, model_names, models_applies, models_markdown, note_lines, paragraph,
+                        plural, power_sentence, reading, replaced_dropped, sentence)
 from ...stats import ALPHA
 from ..common import option_mass
 from . import prediction, robustness

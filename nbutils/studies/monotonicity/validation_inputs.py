@@ -28,7 +28,7 @@ def check_root(found: dict[int, Path], root, ladder_adapter: str, decoy_adapter:
     """The runs the power notebook reads, by seed, checked before any is analysed (``found``: the root's runs by seed,
     ``validation.seed_runs``): the seeds asked for (``seeds``; None: every ``seed-<N>`` folder), each present; in
     each, every sidecar of the ladder's or the decoy's adapter a readable record of its own file
-    (``score_reading.misnamed``) with a number for its strength; the ladder in every seed and the decoy too when one is
+    (``runstore.misnamed``) with a number for its strength; the ladder in every seed and the decoy too when one is
     named; and the same arms and strengths in every seed (a strength seen in some seeds only has no rate across
     them)."""
     from ...runstore import misnamed
